@@ -1,0 +1,71 @@
+# needle - build the library (static + shared), the CLI and the tests.
+#   make            library + build/needle
+#   make test       build and run every test; ends with "N passed, N failed"
+#   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make fuzz       libFuzzer harnesses (clang), run briefly
+#   make CC=clang   any C11 compiler; the build is -Wall -Wextra -Werror clean
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+NATIVE  ?= 1
+ifeq ($(NATIVE),1)
+ARCHFLAGS := -march=native
+endif
+WARN    := -Wall -Wextra -Werror
+CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(ARCHFLAGS) -fPIC -D_GNU_SOURCE -Iinclude -Isrc -pthread $(EXTRA_CFLAGS)
+LDLIBS  += -lm -pthread
+
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all lib test asan fuzz clean check-golden
+all: $(BUILD)/needle $(BUILD)/libneedle.so
+
+lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libneedle.a: $(LIB_OBJ)
+	@mkdir -p $(BUILD)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libneedle.so: $(LIB_OBJ)
+	$(CC) -shared $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/needle: $(CLI_OBJ) $(BUILD)/libneedle.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libneedle.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libneedle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libneedle.a $(LDLIBS)
+
+test: $(BUILD)/needle $(TEST_BIN)
+	@sh tools/run_tests.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDLIBS="-lm -pthread -fsanitize=address,undefined" test
+
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_SECONDS ?= 20
+build-fuzz/%: tests/fuzz/%.c
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libneedle.a
+	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $< build-fuzz/libneedle.a -lm -pthread
+fuzz: $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
+	  echo "fuzz $$n for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$n tests/fuzz/seeds/$$n 2>&1 | tail -3 || exit 1; done
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Run every test binary in BUILD/tests (from the repository root) and the Python
+# oracle tests when their packages are installed; print one closing line
+# "N passed, N failed" and exit non-zero if anything failed or crashed.
+BUILD=${1:-build}
+passed=0
+failed=0
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    echo "== $(basename "$t")"
+    out=$("$t" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "  CRASH or no summary from $(basename "$t") (exit $rc)"
+        failed=$((failed + 1))
+        continue
+    fi
+    p=$(echo "$line" | cut -d' ' -f1)
+    f=$(echo "$line" | cut -d' ' -f3)
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "  $(basename "$t") exited $rc after reporting no failure"
+        failed=$((failed + 1))
+    fi
+done
+if [ -d tests/python ] && [ -z "$NEEDLE_SKIP_PYTHON" ]; then
+    if python3 -c 'import pytest, numpy' 2>/dev/null; then
+        echo "== python oracle tests"
+        out=$(NEEDLE_BUILD="$BUILD" python3 -m pytest -q tests/python 2>&1)
+        rc=$?
+        printf '%s\n' "$out" | tail -n 15
+        p=$(printf '%s\n' "$out" | grep -oE '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)
+        f=$(printf '%s\n' "$out" | grep -oE '[0-9]+ failed' | tail -n 1 | cut -d' ' -f1)
+        e=$(printf '%s\n' "$out" | grep -oE '[0-9]+ error' | tail -n 1 | cut -d' ' -f1)
+        passed=$((passed + ${p:-0}))
+        failed=$((failed + ${f:-0} + ${e:-0}))
+        if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ] && [ -z "$f$e" ]; then failed=$((failed + 1)); fi
+    else
+        echo "== python oracle tests: pytest/numpy not installed, not run (not counted)"
+    fi
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
