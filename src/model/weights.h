@@ -73,7 +73,10 @@ typedef struct nd_weights {
     size_t tokenizer_blob_size;
     int file_kv_window;
 
-    /* ownership: everything above points into `map` or into `owned` */
+    /* Ownership (nd_weights_free undoes exactly this): every pointer above points
+     * into `map` (the mapped file) or into `owned` (ONE malloc'd block holding all
+     * converted floats: FP16 vectors widened, checkpoint kernels transposed);
+     * `layers` is its own malloc'd array. */
     nd_mapping map;
     void *owned;
 } nd_weights;
