@@ -22,6 +22,9 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# helper programs the tests drive (samplers, benches): tools/*.c -> BUILD/tools/*
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 
 .PHONY: all lib test asan fuzz clean check-golden
 all: $(BUILD)/needle $(BUILD)/libneedle.so
@@ -47,7 +50,11 @@ $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libneedle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libneedle.a $(LDLIBS)
 
-test: $(BUILD)/needle $(TEST_BIN)
+$(BUILD)/tools/%: tools/%.c $(BUILD)/libneedle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libneedle.a $(LDLIBS)
+
+test: $(BUILD)/needle $(TEST_BIN) $(TOOL_BIN)
 	@sh tools/run_tests.sh $(BUILD)
 
 asan:
