@@ -45,6 +45,59 @@ typedef struct needle_error {
 /* A short static name for an error code ("NEEDLE_EFORMAT", ...). */
 const char *needle_strerror(int code);
 
+/* ---- Models: load once, share read-only between any number of sessions ---- */
+typedef struct needle_model needle_model;
+
+typedef struct needle_model_options {
+    int threads;         /* <= 0: NEEDLE_THREADS, else every core */
+    const char *backend; /* NULL: NEEDLE_BACKEND, else the best one built and present */
+    int kv_window;       /* 0: the file's window (the .cact header, or the config's budget window) */
+} needle_model_options;
+
+/* Open a .cact deploy file or a .safetensors checkpoint (a checkpoint needs a
+ * tokenizer: `tokenizer_path` names a SentencePiece .model; NULL for .cact). */
+int needle_model_open(const char *path, const char *tokenizer_path, const needle_model_options *opt,
+                      needle_model **out, needle_error *err);
+/* Open a .cact held in memory (the bytes are copied). */
+int needle_model_open_memory(const void *data, size_t size, const needle_model_options *opt, needle_model **out,
+                             needle_error *err);
+/* Close a model; every session opened on it must be closed first. */
+void needle_model_close(needle_model *m);
+/* The backend computing for this model ("cpu", "cuda"), and a line saying why. */
+const char *needle_model_backend(const needle_model *m, const char **why);
+
+/* ---- Sessions: one conversation each; thread-safe across sessions ---- */
+typedef struct needle_session needle_session;
+
+typedef struct needle_session_options {
+    const char *system;          /* system facts "date: ...; locale: ..."; NULL or "" for none */
+    const char *tools_json;      /* JSON array of {"name","description","parameters"}; may be NULL */
+    const char *tool_index_path; /* persistent tool-embedding index (retrieval); NULL for none */
+    int max_new_tokens;          /* per turn; 0: 256 */
+    int max_reasoning_tokens;    /* free text inside <think>; 0: 64 */
+    float temperature;           /* 0: greedy */
+    float top_p;                 /* 0 or 1: no nucleus cut */
+    uint64_t seed;               /* sampling seed */
+} needle_session_options;
+
+int needle_session_open(needle_model *m, const needle_session_options *opt, needle_session **out,
+                        needle_error *err);
+void needle_session_close(needle_session *s);
+/* Replace the declared tools (and the grammar); the conversation restarts. */
+int needle_session_set_tools(needle_session *s, const char *tools_json, needle_error *err);
+/* Forget the conversation (tools and system kept; the cached tool block is reused). */
+void needle_session_reset(needle_session *s);
+
+/* One turn.  `user_text` is the user's request; needle_session_tool_result
+ * sends a tool's JSON result back as the next user turn.  On success *envelope
+ * receives the turn's JSON envelope (SPEC section 10), heap-allocated: free it
+ * with needle_free.  A model error still returns an envelope with
+ * "success":false when one can be produced. */
+int needle_session_send(needle_session *s, const char *user_text, char **envelope, needle_error *err);
+int needle_session_tool_result(needle_session *s, const char *result_json, char **envelope, needle_error *err);
+
+void needle_free(void *p);
+
 /* ---- Released engine compatibility layer (one hidden session per process) ---- */
 int needle_init(const char *system, const char *tools_json, const char *tool_index_path);
 int needle_complete(const char *text, int max_new_tokens, char *out, int out_size);
