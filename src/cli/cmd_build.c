@@ -1,0 +1,127 @@
+/* cmd_build.c - `needle build`: quantise a checkpoint into a .cact deploy file.
+ *
+ *   needle build CHECKPOINT --tokenizer TOK.model [--bits 2|3|4|1.58 | --bits-map SPEC]
+ *                [--kv-window W] --out FILE.cact
+ *
+ * CHECKPOINT is a .safetensors (or an existing .cact, re-quantised; its own
+ * tokenizer is reused when --tokenizer is absent).  Widths come from --bits,
+ * --bits-map, the checkpoint config's weight_bits, or 4, in that order.
+ * The work itself is nd_cact_write, which takes any float nd_weights, so a
+ * LoRA-merged model goes through the same call.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "io/cact.h"
+#include "io/spm_model.h"
+#include "model/bits_map.h"
+#include "model/weights.h"
+#include "quant/cq.h"
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: needle build CHECKPOINT --tokenizer TOK.model [--bits 2|3|4|1.58 | --bits-map SPEC]\n"
+            "                    [--kv-window W] --out FILE.cact\n"
+            "Quantise CHECKPOINT (.safetensors, or a .cact to re-quantise) with CQ and write a .cact deploy file.\n"
+            "  --bits B         one width for every matrix (default: the config's weight_bits, else 4)\n"
+            "  --bits-map SPEC  per-tensor widths, e.g. default=4,embedding=3,attn.v_proj=2 (widths 2,3,4,1.58;\n"
+            "                   keys: embedding, attn.{q,k,v,gate,out}_proj, mhc_phi_{pre,post,res},\n"
+            "                   engramS.{tables,key_proj,value_proj}; longest prefix wins)\n"
+            "  --kv-window W    the KV window stored in the header (default: the config's, else the budget)\n");
+}
+
+static int fail_err(const needle_error *err) { return cli_fail("build", err->message); }
+
+int cmd_build(int argc, char **argv)
+{
+    const char *ckpt = NULL, *tok = NULL, *bits = NULL, *bits_map = NULL, *kv = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) tok = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--bits-map"))) bits_map = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--bits"))) bits = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--kv-window"))) kv = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "needle build: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!ckpt) ckpt = argv[i];
+        else {
+            fprintf(stderr, "needle build: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!ckpt || !out) {
+        usage(stderr);
+        return 2;
+    }
+    if (bits && bits_map) {
+        fprintf(stderr, "needle build: give --bits or --bits-map, not both\n");
+        return 2;
+    }
+    char spec[64] = "";
+    if (bits) {
+        if (nd_bits_parse_width(bits, (int)strlen(bits)) < 0) {
+            fprintf(stderr, "needle build: --bits must be 2, 3, 4 or 1.58 (got '%s')\n", bits);
+            return 2;
+        }
+        snprintf(spec, sizeof spec, "default=%s", bits);
+        bits_map = spec;
+    }
+    long kv_window = -1;
+    if (kv) {
+        char *end;
+        kv_window = strtol(kv, &end, 10);
+        if (*kv == '\0' || *end || kv_window < 1 || kv_window > (1L << 24)) {
+            fprintf(stderr, "needle build: --kv-window must be a positive integer (got '%s')\n", kv);
+            return 2;
+        }
+    }
+
+    needle_error err;
+    nd_weights w;
+    if (nd_weights_load(ckpt, &w, &err)) return fail_err(&err);
+    if (kv_window > 0) {
+        if (kv_window > w.cfg.max_seq_len) {
+            fprintf(stderr, "needle build: --kv-window %ld exceeds max_seq_len %d\n", kv_window, w.cfg.max_seq_len);
+            nd_weights_free(&w);
+            return 2;
+        }
+        w.cfg.kv_window = (int)kv_window;
+    }
+    printf("  %-10s%s  d=%d  %d layers  vocab %d%s\n", "loaded", ckpt, w.cfg.d_model, w.cfg.num_layers,
+           w.cfg.vocab_size, w.contrastive.present || w.confidence.present ? "  with heads" : "");
+
+    nd_vocab v;
+    int rc;
+    if (tok) rc = nd_vocab_load_spm_file(tok, &v, &err);
+    else if (w.tokenizer_blob) rc = nd_vocab_from_blob(w.tokenizer_blob, w.tokenizer_blob_size, ckpt, &v, &err);
+    else rc = nd_errorf(&err, NEEDLE_EINVAL, "--tokenizer TOK.model is required for %s", ckpt);
+    if (rc) {
+        nd_weights_free(&w);
+        return fail_err(&err);
+    }
+    printf("  %-10s%s  %d pieces\n", "tokenizer", tok ? tok : "(from the checkpoint)", v.n_pieces);
+    const char *shown_map = bits_map && *bits_map ? bits_map : w.cfg.weight_bits[0] ? w.cfg.weight_bits : "default=4";
+    printf("  %-10s%s  kv window %d\n", "quantise", shown_map, nd_config_effective_window(&w.cfg));
+    fflush(stdout);
+
+    nd_cact_write_stats st;
+    rc = nd_cact_write(out, &w, &v, bits_map, &st, &err);
+    int act_bits = w.cfg.act_bits;
+    nd_vocab_free(&v);
+    nd_weights_free(&w);
+    if (rc) return fail_err(&err);
+    printf("  %-10s%s  %.2f MB  %d tensors  W%sA%d\n", "wrote", out, (double)st.bytes / 1e6, st.tensors,
+           nd_cq_bits_name(st.default_bits), act_bits);
+    return 0;
+}

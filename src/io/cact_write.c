@@ -1,0 +1,391 @@
+/* cact_write.c - quantising a model and writing a .cact deploy file.
+ *
+ * Two passes over the one layout (cact_layout.c): the first sizes every
+ * record and places the blobs, the second produces the blobs in file order.
+ * Matrices may be float or already CQ (they are dequantised and quantised
+ * again), so a merged or re-exported model goes through the same path. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "core/fp16.h"
+#include "io/cact.h"
+#include "io/spm_model.h"
+#include "model/bits_map.h"
+#include "model/weights.h"
+#include "quant/cq.h"
+
+static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t align_up(uint64_t x) { return (x + ND_CACT_ALIGN - 1) / ND_CACT_ALIGN * ND_CACT_ALIGN; }
+
+static void encode_header(const nd_cact_header *h, uint8_t out[ND_CACT_HEADER_BYTES])
+{
+    const uint32_t v[29] = {h->tag, h->num_tensors, h->codebook_len, h->kv_window, h->kv_bits, h->vocab, h->d_model,
+                            h->num_heads, h->num_kv_heads, h->num_layers, h->head_dim, h->max_seq_len, h->hada_n,
+                            h->mhc_lanes, h->engram_slots, h->engram_sub_dim, h->num_engram_tables, h->conv_taps,
+                            h->conv_dilation, h->num_orders, h->orders[0], h->orders[1], h->orders[2], h->orders[3],
+                            h->num_sites, h->sites[0], h->sites[1], h->sites[2], h->sites[3]};
+    for (int i = 0; i < 29; i++) put_u32(out + 4 * i, v[i]);
+    put_u32(out + 116, nd_bits_from_f32(h->rope_theta));
+}
+
+static void encode_record(const nd_cact_record *r, uint8_t out[ND_CACT_RECORD_BYTES])
+{
+    memset(out, 0, ND_CACT_RECORD_BYTES);
+    out[0] = r->dtype;
+    out[1] = r->ndim;
+    for (int i = 0; i < 4; i++) put_u32(out + 4 + 4 * i, r->shape[i]);
+    put_u64(out + 20, r->offset);
+    put_u64(out + 28, r->nbytes);
+    put_u32(out + 36, r->group);
+    put_u32(out + 40, r->bits);
+}
+
+/* ---- where each slot's data comes from ---- */
+
+static const nd_head_weights *slot_head(const nd_weights *w, const nd_cact_slot *s)
+{
+    return s->head_code == ND_HEAD_CONTRASTIVE ? &w->contrastive : &w->confidence;
+}
+
+/* The matrices a QUANT slot stacks (one, or one per layer for the mHC
+ * projections) and the float matrix of a head projection. */
+static int slot_matrices(const nd_weights *w, const nd_cact_slot *s, const nd_matrix **mats)
+{
+    const nd_layer_weights *ly = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+    const nd_site_weights *st = s->site >= 0 ? &w->sites[s->site] : NULL;
+    int L = w->cfg.num_layers;
+    switch (s->role) {
+    case ND_SLOT_EMBEDDING: mats[0] = &w->embedding; return 1;
+    case ND_SLOT_Q_PROJ: mats[0] = &ly->q_proj; return 1;
+    case ND_SLOT_K_PROJ: mats[0] = &ly->k_proj; return 1;
+    case ND_SLOT_V_PROJ: mats[0] = &ly->v_proj; return 1;
+    case ND_SLOT_GATE_PROJ: mats[0] = &ly->gate_proj; return 1;
+    case ND_SLOT_OUT_PROJ: mats[0] = &ly->out_proj; return 1;
+    case ND_SLOT_PHI_PRE: for (int l = 0; l < L; l++) mats[l] = &w->layers[l].phi_pre; return L;
+    case ND_SLOT_PHI_POST: for (int l = 0; l < L; l++) mats[l] = &w->layers[l].phi_post; return L;
+    case ND_SLOT_PHI_RES: for (int l = 0; l < L; l++) mats[l] = &w->layers[l].phi_res; return L;
+    case ND_SLOT_TABLES: mats[0] = &st->tables; return 1;
+    case ND_SLOT_KEY_PROJ: mats[0] = &st->key_proj; return 1;
+    case ND_SLOT_VALUE_PROJ: mats[0] = &st->value_proj; return 1;
+    case ND_SLOT_HEAD_PROJ: mats[0] = &slot_head(w, s)->proj; return 1;
+    default: return 0;
+    }
+}
+
+/* Copy a float vector slot's values into dst (slot element count); returns
+ * 0, or -1 when a pointer the slot needs is missing. */
+static int slot_floats(const nd_weights *w, const nd_cact_slot *s, const nd_cact_head_shape *heads, float *dst)
+{
+    const nd_layer_weights *ly = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+    const nd_config *c = &w->cfg;
+    int L = c->num_layers, n = c->mhc_lanes;
+    size_t len = s->shape[0];
+    const float *src = NULL;
+    switch (s->role) {
+    case ND_SLOT_NORM_IN: src = ly->norm_in; break;
+    case ND_SLOT_Q_NORM: src = ly->q_norm; break;
+    case ND_SLOT_K_NORM: src = ly->k_norm; break;
+    case ND_SLOT_POST_NORM: src = ly->post_attn_norm; break;
+    case ND_SLOT_PRE_HADA: src = ly->pre_hada_norm; break;
+    case ND_SLOT_D1: src = ly->d1; break;
+    case ND_SLOT_D2: src = ly->d2; break;
+    case ND_SLOT_D3: src = ly->d3; break;
+    case ND_SLOT_ATTN_GATE: dst[0] = ly->attn_gate; return 0;
+    case ND_SLOT_A_PRE: for (int l = 0; l < L; l++) dst[l] = w->layers[l].a_pre; return 0;
+    case ND_SLOT_A_POST: for (int l = 0; l < L; l++) dst[l] = w->layers[l].a_post; return 0;
+    case ND_SLOT_A_RES: for (int l = 0; l < L; l++) dst[l] = w->layers[l].a_res; return 0;
+    case ND_SLOT_B_PRE:
+    case ND_SLOT_B_POST:
+    case ND_SLOT_B_RES: {
+        int per = s->role == ND_SLOT_B_RES ? n * n : n;
+        for (int l = 0; l < L; l++) {
+            const float *b = s->role == ND_SLOT_B_PRE ? w->layers[l].b_pre
+                             : s->role == ND_SLOT_B_POST ? w->layers[l].b_post : w->layers[l].b_res;
+            if (!b) return -1;
+            memcpy(dst + (size_t)l * (size_t)per, b, sizeof(float) * (size_t)per);
+        }
+        return 0;
+    }
+    case ND_SLOT_TAPS: src = w->sites[s->site].taps; len = (size_t)ND_CACT_CONV_TAPS * (size_t)c->d_model; break;
+    case ND_SLOT_FINAL_NORM: src = w->final_norm; break;
+    case ND_SLOT_MANIFEST: for (size_t k = 0; k < len; k++) dst[k] = (float)heads[k].code; return 0;
+    case ND_SLOT_HEAD_PROBES:
+        src = slot_head(w, s)->probes;
+        len = (size_t)s->shape[0] * s->shape[1];
+        break;
+    case ND_SLOT_HEAD_BIAS:
+        src = slot_head(w, s)->bias;
+        /* the contrastive head has no bias in the model: the file stores zeros */
+        if (!src) {
+            memset(dst, 0, sizeof(float) * len);
+            return 0;
+        }
+        break;
+    default: return -1;
+    }
+    if (!src) return -1;
+    memcpy(dst, src, sizeof(float) * len);
+    return 0;
+}
+
+/* ---- writing ---- */
+
+typedef struct writer {
+    const char *path;
+    FILE *fp;
+    uint64_t pos;
+    float *rowbuf; /* one dequantised source row (largest cols) */
+} writer;
+
+static int write_bytes(writer *wr, const void *p, size_t n, needle_error *err)
+{
+    if (n && fwrite(p, 1, n, wr->fp) != n) return nd_errorf(err, NEEDLE_EIO, "%s: write failed at byte %llu", wr->path, (unsigned long long)wr->pos);
+    wr->pos += n;
+    return 0;
+}
+
+static int pad_to(writer *wr, uint64_t target, needle_error *err)
+{
+    static const uint8_t zeros[ND_CACT_ALIGN];
+    while (wr->pos < target) {
+        size_t k = target - wr->pos < sizeof zeros ? (size_t)(target - wr->pos) : sizeof zeros;
+        int rc = write_bytes(wr, zeros, k, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Values as FP16, little-endian, in chunks. */
+static int write_fp16(writer *wr, const float *v, size_t n, needle_error *err)
+{
+    uint8_t chunk[4096];
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; k < sizeof chunk / 2 && i < n; k++, i++) put_u16(chunk + 2 * k, nd_float_to_half(v[i]));
+        int rc = write_bytes(wr, chunk, 2 * k, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Rows of a float or CQ matrix as float. */
+static const float *matrix_row(const nd_matrix *m, int r, float *buf)
+{
+    if (m->kind == ND_MAT_F32) return m->f32 + (size_t)r * (size_t)m->cols;
+    nd_matrix_dequant_rows(m, r, 1, buf);
+    return buf;
+}
+
+static int write_quant(writer *wr, const nd_cact_slot *s, const nd_matrix *const *mats, int nm, int bits,
+                       needle_error *err)
+{
+    int cols = (int)s->shape[1];
+    size_t row_bytes = nd_cq_row_bytes(cols, bits), groups = (size_t)nd_cq_cols_pad(cols) / ND_CQ_GROUP;
+    size_t rows = s->shape[0];
+    uint8_t *idx = malloc(row_bytes);
+    uint8_t *norms = malloc(rows * groups * 2);
+    uint16_t *row_norms = malloc(groups * sizeof(uint16_t));
+    int rc = 0;
+    if (!idx || !norms || !row_norms) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", wr->path);
+    /* indices stream out row by row; the norms follow all of them, so they are kept */
+    size_t r = 0;
+    for (int k = 0; k < nm && !rc; k++) {
+        for (int i = 0; i < mats[k]->rows && !rc; i++, r++) {
+            const float *row = matrix_row(mats[k], i, wr->rowbuf);
+            if (nd_cq_quantize_row(row, cols, bits, nd_cq_codebooks, idx, row_norms) != 0) {
+                rc = nd_errorf(err, NEEDLE_EINVAL, "%s: %s row %zu holds a NaN/Inf or a value too large for FP16 norms",
+                               wr->path, s->name, r);
+                break;
+            }
+            for (size_t g = 0; g < groups; g++) put_u16(norms + 2 * (r * groups + g), row_norms[g]);
+            rc = write_bytes(wr, idx, row_bytes, err);
+        }
+    }
+    if (!rc) rc = write_bytes(wr, norms, rows * groups * 2, err);
+    free(idx);
+    free(norms);
+    free(row_norms);
+    return rc;
+}
+
+static int write_float_slot(writer *wr, const nd_weights *w, const nd_cact_slot *s, const nd_cact_head_shape *heads,
+                            needle_error *err)
+{
+    if (s->role == ND_SLOT_HEAD_PROJ) { /* a matrix stored as FP16, row by row */
+        const nd_matrix *m = &slot_head(w, s)->proj;
+        for (int r = 0; r < m->rows; r++) {
+            int rc = write_fp16(wr, matrix_row(m, r, wr->rowbuf), (size_t)m->cols, err);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    size_t n = 1;
+    for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+    float *v = malloc(sizeof(float) * n);
+    if (!v) return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", wr->path);
+    int rc = 0;
+    if (slot_floats(w, s, heads, v) != 0) rc = nd_errorf(err, NEEDLE_EINVAL, "%s: the model has no %s", wr->path, s->name);
+    else rc = write_fp16(wr, v, n, err);
+    free(v);
+    return rc;
+}
+
+/* The heads the model carries, contrastive first (the reference's order). */
+static int model_heads(const nd_weights *w, nd_cact_head_shape heads[2])
+{
+    int n = 0;
+    const nd_head_weights *hw[2] = {&w->contrastive, &w->confidence};
+    const int codes[2] = {ND_HEAD_CONTRASTIVE, ND_HEAD_CONFIDENCE};
+    for (int k = 0; k < 2; k++) {
+        if (!hw[k]->present) continue;
+        heads[n].code = codes[k];
+        heads[n].num_probes = hw[k]->num_probes;
+        heads[n].out_dim = hw[k]->out_dim;
+        n++;
+    }
+    return n;
+}
+
+/* Every matrix the layout needs must be there, with the layout's shape. */
+static int check_sources(const nd_weights *w, const nd_cact_slot *slots, int count, const char *path, needle_error *err)
+{
+    const nd_matrix *mats[4096];
+    for (int i = 0; i < count; i++) {
+        int nm = slot_matrices(w, &slots[i], mats);
+        if (nm > (int)(sizeof mats / sizeof mats[0])) return nd_errorf(err, NEEDLE_EINVAL, "%s: too many layers", path);
+        uint64_t rows = 0;
+        for (int k = 0; k < nm; k++) {
+            const nd_matrix *m = mats[k];
+            int ok = m->cols == (int)slots[i].shape[1] && m->rows > 0 &&
+                     (m->kind == ND_MAT_F32 ? m->f32 != NULL : (m->cq_idx && m->cq_norms && m->codebook));
+            if (!ok)
+                return nd_errorf(err, NEEDLE_EINVAL, "%s: %s: the model's matrix is missing or [%d,%d], the layout needs [%u,%u]",
+                                 path, slots[i].name, m->rows, m->cols, slots[i].shape[0], slots[i].shape[1]);
+            rows += (uint64_t)m->rows;
+        }
+        if (nm && rows != slots[i].shape[0])
+            return nd_errorf(err, NEEDLE_EINVAL, "%s: %s: the model has %llu rows, the layout needs %u", path, slots[i].name,
+                             (unsigned long long)rows, slots[i].shape[0]);
+    }
+    return 0;
+}
+
+int nd_cact_write(const char *path, const nd_weights *w, const nd_vocab *vocab, const char *bits_map,
+                  nd_cact_write_stats *stats, needle_error *err)
+{
+    const nd_config *c = &w->cfg;
+    if (!w->layers) return nd_errorf(err, NEEDLE_EINVAL, "%s: the model has no layers", path);
+    if (c->num_layers > 4096) return nd_errorf(err, NEEDLE_EINVAL, "%s: more than 4096 layers", path);
+    const char *spec = bits_map && *bits_map ? bits_map : c->weight_bits[0] ? c->weight_bits : "default=4";
+    nd_bits_map bm;
+    int rc = nd_bits_map_parse(spec, &bm, err);
+    if (rc) return rc;
+
+    nd_cact_head_shape heads[2];
+    int n_heads = model_heads(w, heads);
+    nd_cact_slot *slots = NULL;
+    int count = 0;
+    if ((rc = nd_cact_layout(c, heads, n_heads, &slots, &count, err))) return rc;
+    uint8_t *tok = NULL;
+    size_t tok_size = 0;
+    nd_cact_record *recs = calloc((size_t)count, sizeof *recs);
+    writer wr = {.path = path};
+    nd_atomic_file af = {0};
+    if (!recs) {
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    if ((rc = check_sources(w, slots, count, path, err))) goto done;
+    if ((rc = nd_vocab_to_blob(vocab, &tok, &tok_size, err))) goto done;
+
+    /* pass 1: records and blob placement */
+    uint64_t pos = align_up(ND_CACT_HEADER_BYTES + 4 * ND_CACT_CODEBOOK_LEN + (uint64_t)count * ND_CACT_RECORD_BYTES);
+    int max_cols = 1;
+    for (int i = 0; i < count; i++) {
+        const nd_cact_slot *s = &slots[i];
+        nd_cact_record *r = &recs[i];
+        r->ndim = (uint8_t)s->ndim;
+        memcpy(r->shape, s->shape, sizeof r->shape);
+        uint64_t elems = 1;
+        for (int d = 0; d < s->ndim; d++) elems *= s->shape[d];
+        if (s->storage == ND_SLOT_QUANT) {
+            r->dtype = ND_CACT_CQ;
+            r->group = ND_CQ_GROUP;
+            r->bits = (uint32_t)nd_bits_map_lookup(&bm, s->canonical);
+            r->nbytes = nd_cq_blob_bytes(s->shape[0], s->shape[1], (int)r->bits);
+        } else if (s->storage == ND_SLOT_BYTES) {
+            r->dtype = ND_CACT_RAW;
+            r->nbytes = tok_size;
+        } else {
+            r->dtype = ND_CACT_FP16;
+            r->nbytes = 2 * elems;
+        }
+        if (s->ndim == 2 && (int)s->shape[1] > max_cols) max_cols = (int)s->shape[1];
+        r->offset = pos;
+        pos = align_up(pos + r->nbytes);
+    }
+    wr.rowbuf = malloc(sizeof(float) * (size_t)nd_cq_cols_pad(max_cols));
+    if (!wr.rowbuf) {
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+
+    /* pass 2: header, codebooks, directory, blobs */
+    nd_cact_header h;
+    nd_cact_config_to_header(c, nd_config_effective_window(c), &h);
+    h.num_tensors = (uint32_t)count;
+    if ((rc = nd_atomic_open(&af, path, err))) goto done;
+    wr.fp = af.fp;
+    uint8_t buf[ND_CACT_HEADER_BYTES];
+    encode_header(&h, buf);
+    rc = write_bytes(&wr, buf, ND_CACT_HEADER_BYTES, err);
+    for (int i = 0; i < ND_CACT_CODEBOOK_LEN && !rc; i++) {
+        put_u32(buf, nd_bits_from_f32(nd_cq_codebooks[i]));
+        rc = write_bytes(&wr, buf, 4, err);
+    }
+    for (int i = 0; i < count && !rc; i++) {
+        encode_record(&recs[i], buf);
+        rc = write_bytes(&wr, buf, ND_CACT_RECORD_BYTES, err);
+    }
+    for (int i = 0; i < count && !rc; i++) {
+        const nd_cact_slot *s = &slots[i];
+        if ((rc = pad_to(&wr, recs[i].offset, err))) break;
+        if (s->storage == ND_SLOT_QUANT) {
+            const nd_matrix *mats[4096];
+            int nm = slot_matrices(w, s, mats);
+            rc = write_quant(&wr, s, mats, nm, (int)recs[i].bits, err);
+        } else if (s->storage == ND_SLOT_BYTES) {
+            rc = write_bytes(&wr, tok, tok_size, err);
+        } else {
+            rc = write_float_slot(&wr, w, s, heads, err);
+        }
+    }
+    if (!rc) rc = nd_atomic_commit(&af, err);
+    else nd_atomic_abort(&af);
+    if (!rc && stats) {
+        stats->bytes = wr.pos;
+        stats->tensors = count;
+        stats->kv_window = (int)h.kv_window;
+        stats->default_bits = bm.default_bits;
+    }
+
+done:
+    free(slots);
+    free(recs);
+    free(tok);
+    free(wr.rowbuf);
+    return rc;
+}

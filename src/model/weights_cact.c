@@ -1,0 +1,249 @@
+/* weights_cact.c - nd_weights from a .cact deploy file, and dequantising rows.
+ *
+ * CQ matrices stay in the mapping (the engine reads codes and norms where
+ * they lie); FP16/FP32 tensors are widened into the single `owned` float
+ * block, which also holds the codebooks the matrices point at (so moving the
+ * nd_weights struct never leaves a matrix pointing into its old copy). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "io/cact.h"
+#include "model/weights.h"
+#include "quant/cq.h"
+
+#define OWNED_CODEBOOK_FLOATS 48 /* cb2 (4) | cb3 (8) | cb4 (16) | ternary (4) | spare */
+
+static uint64_t slot_elems(const nd_cact_slot *s)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+    return n;
+}
+
+/* Widen a float record (FP16 or FP32) into dst. */
+static void widen(const uint8_t *p, int dtype, uint64_t n, float *dst)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (dtype == ND_CACT_FP16) {
+            dst[i] = nd_half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        } else {
+            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                         (uint32_t)p[4 * i + 3] << 24;
+            dst[i] = nd_f32_from_bits(u);
+        }
+    }
+}
+
+/* A view of rows [r0, r0+n) of m. */
+static nd_matrix matrix_rows(const nd_matrix *m, int r0, int n)
+{
+    nd_matrix v = *m;
+    v.rows = n;
+    if (m->kind == ND_MAT_F32) {
+        v.f32 = m->f32 + (size_t)r0 * (size_t)m->cols;
+    } else {
+        v.cq_idx = m->cq_idx + (size_t)r0 * nd_cq_row_bytes(m->cols, m->cq_bits);
+        v.cq_norms = m->cq_norms + (size_t)r0 * (size_t)(m->cols_pad / ND_CQ_GROUP) * 2;
+    }
+    return v;
+}
+
+typedef struct loader {
+    nd_weights *w;
+    const nd_cact_file *f;
+    float *cursor;                  /* next free float in w->owned */
+    const float *codebook_by_bits[6]; /* indexed by cq_bits */
+} loader;
+
+/* A matrix from a record: CQ stays mapped, floats are widened into owned. */
+static nd_matrix load_matrix(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
+{
+    nd_matrix m;
+    memset(&m, 0, sizeof m);
+    m.rows = (int)s->shape[0];
+    m.cols = (int)s->shape[1];
+    const uint8_t *p = ld->f->data + r->offset;
+    if (r->dtype == ND_CACT_CQ) {
+        m.kind = ND_MAT_CQ;
+        m.cq_bits = (int)r->bits;
+        m.cols_pad = nd_cq_cols_pad(m.cols);
+        m.cq_idx = p;
+        m.cq_norms = p + (size_t)m.rows * nd_cq_row_bytes(m.cols, m.cq_bits);
+        m.codebook = ld->codebook_by_bits[m.cq_bits];
+    } else {
+        m.kind = ND_MAT_F32;
+        widen(p, r->dtype, slot_elems(s), ld->cursor);
+        m.f32 = ld->cursor;
+        ld->cursor += slot_elems(s);
+    }
+    return m;
+}
+
+static const float *load_floats(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
+{
+    float *dst = ld->cursor;
+    widen(ld->f->data + r->offset, r->dtype, slot_elems(s), dst);
+    ld->cursor += slot_elems(s);
+    return dst;
+}
+
+static nd_head_weights *head_for(nd_weights *w, const nd_cact_slot *s)
+{
+    return s->head_code == ND_HEAD_CONTRASTIVE ? &w->contrastive : &w->confidence;
+}
+
+/* Point the weight that slot s stands for at record r. */
+static void bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
+{
+    nd_weights *w = ld->w;
+    const nd_config *c = &w->cfg;
+    nd_layer_weights *ly = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+    nd_site_weights *st = s->site >= 0 ? &w->sites[s->site] : NULL;
+    int L = c->num_layers, n = c->mhc_lanes;
+    const float *v;
+    nd_matrix m;
+    switch (s->role) {
+    case ND_SLOT_EMBEDDING: w->embedding = load_matrix(ld, s, r); break;
+    case ND_SLOT_NORM_IN: ly->norm_in = load_floats(ld, s, r); break;
+    case ND_SLOT_Q_PROJ: ly->q_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_K_PROJ: ly->k_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_V_PROJ: ly->v_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_Q_NORM: ly->q_norm = load_floats(ld, s, r); break;
+    case ND_SLOT_K_NORM: ly->k_norm = load_floats(ld, s, r); break;
+    case ND_SLOT_GATE_PROJ: ly->gate_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_OUT_PROJ: ly->out_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_POST_NORM: ly->post_attn_norm = load_floats(ld, s, r); break;
+    case ND_SLOT_ATTN_GATE: ly->attn_gate = load_floats(ld, s, r)[0]; break;
+    case ND_SLOT_PRE_HADA: ly->pre_hada_norm = load_floats(ld, s, r); break;
+    case ND_SLOT_D1: ly->d1 = load_floats(ld, s, r); break;
+    case ND_SLOT_D2: ly->d2 = load_floats(ld, s, r); break;
+    case ND_SLOT_D3: ly->d3 = load_floats(ld, s, r); break;
+    case ND_SLOT_A_PRE: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].a_pre = v[l]; break;
+    case ND_SLOT_A_POST: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].a_post = v[l]; break;
+    case ND_SLOT_A_RES: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].a_res = v[l]; break;
+    case ND_SLOT_B_PRE: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].b_pre = v + l * n; break;
+    case ND_SLOT_B_POST: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].b_post = v + l * n; break;
+    case ND_SLOT_B_RES: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].b_res = v + l * n * n; break;
+    /* the mHC projections of all layers are stacked: layer l owns rows l*n.. (pre/post) or l*n*n.. (res) */
+    case ND_SLOT_PHI_PRE: m = load_matrix(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].phi_pre = matrix_rows(&m, l * n, n); break;
+    case ND_SLOT_PHI_POST: m = load_matrix(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].phi_post = matrix_rows(&m, l * n, n); break;
+    case ND_SLOT_PHI_RES: m = load_matrix(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].phi_res = matrix_rows(&m, l * n * n, n * n); break;
+    case ND_SLOT_TABLES: st->tables = load_matrix(ld, s, r); st->layer = c->engram_layers[s->site]; break;
+    case ND_SLOT_KEY_PROJ: st->key_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_VALUE_PROJ: st->value_proj = load_matrix(ld, s, r); break;
+    case ND_SLOT_TAPS: st->taps = load_floats(ld, s, r); break;
+    case ND_SLOT_FINAL_NORM: w->final_norm = load_floats(ld, s, r); break;
+    case ND_SLOT_MANIFEST: break; /* its content chose the head slots already */
+    case ND_SLOT_HEAD_PROBES:
+        head_for(w, s)->present = 1;
+        head_for(w, s)->num_probes = (int)s->shape[0];
+        head_for(w, s)->probes = load_floats(ld, s, r);
+        break;
+    case ND_SLOT_HEAD_PROJ:
+        head_for(w, s)->out_dim = (int)s->shape[0];
+        head_for(w, s)->proj = load_matrix(ld, s, r);
+        break;
+    case ND_SLOT_HEAD_BIAS: head_for(w, s)->bias = load_floats(ld, s, r); break;
+    case ND_SLOT_TOKENIZER:
+        w->tokenizer_blob = ld->f->data + r->offset;
+        w->tokenizer_blob_size = (size_t)r->nbytes;
+        break;
+    }
+}
+
+/* Build w from a parsed file; on success w->map is left for the caller to set. */
+static int load_parsed(const nd_cact_file *f, const char *where, nd_weights *w, needle_error *err)
+{
+    nd_cact_slot *slots = NULL;
+    int rc = nd_cact_resolve(f, where, &w->cfg, &slots, err);
+    if (rc) return rc;
+
+    /* one block for every widened float, plus the codebooks */
+    uint64_t floats = OWNED_CODEBOOK_FLOATS;
+    for (uint32_t i = 0; i < f->hdr.num_tensors; i++)
+        if (f->records[i].dtype == ND_CACT_FP16 || f->records[i].dtype == ND_CACT_FP32) floats += slot_elems(&slots[i]);
+    if (floats > SIZE_MAX / sizeof(float)) {
+        free(slots);
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: float tensors too large for memory", where);
+    }
+    w->owned = malloc((size_t)floats * sizeof(float));
+    w->layers = calloc((size_t)w->cfg.num_layers, sizeof *w->layers);
+    if (!w->owned || !w->layers) {
+        free(slots);
+        return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+    }
+    memcpy(w->codebooks, f->codebooks, sizeof w->codebooks);
+    float ternary[16];
+    nd_cq_codebook_by_code(ND_CQ_TERNARY, NULL, ternary);
+    memcpy(w->ternary_codebook, ternary, sizeof w->ternary_codebook);
+
+    loader ld = {.w = w, .f = f, .cursor = w->owned};
+    float *cb = ld.cursor;
+    memcpy(cb, f->codebooks, sizeof(float) * ND_CACT_CODEBOOK_LEN);
+    memcpy(cb + ND_CACT_CODEBOOK_LEN, w->ternary_codebook, sizeof w->ternary_codebook);
+    ld.codebook_by_bits[2] = cb;
+    ld.codebook_by_bits[3] = cb + 4;
+    ld.codebook_by_bits[4] = cb + 12;
+    ld.codebook_by_bits[ND_CQ_TERNARY] = cb + ND_CACT_CODEBOOK_LEN;
+    ld.cursor += OWNED_CODEBOOK_FLOATS;
+    for (uint32_t i = 0; i < f->hdr.num_tensors; i++) bind_slot(&ld, &slots[i], &f->records[i]);
+    if (w->contrastive.present) w->cfg.contrastive_dim = w->contrastive.out_dim;
+    w->file_kv_window = (int)f->hdr.kv_window;
+    free(slots);
+    return 0;
+}
+
+static void unload(nd_weights *w)
+{
+    free(w->owned);
+    free(w->layers);
+    memset(w, 0, sizeof *w);
+}
+
+int nd_weights_load_cact(const char *path, nd_weights *w, needle_error *err)
+{
+    memset(w, 0, sizeof *w);
+    nd_cact_file f;
+    int rc = nd_cact_open(path, &f, err);
+    if (rc) return rc;
+    rc = load_parsed(&f, path, w, err);
+    if (rc) {
+        unload(w);
+        nd_cact_close(&f);
+        return rc;
+    }
+    /* the mapping now belongs to w */
+    w->map = f.map;
+    memset(&f.map, 0, sizeof f.map);
+    nd_cact_close(&f);
+    return 0;
+}
+
+int nd_weights_load_cact_buffer(const uint8_t *data, size_t size, const char *where, nd_weights *w, needle_error *err)
+{
+    memset(w, 0, sizeof *w);
+    nd_cact_file f;
+    int rc = nd_cact_parse(data, size, where, &f, err);
+    if (rc) return rc;
+    rc = load_parsed(&f, where, w, err);
+    if (rc) unload(w);
+    nd_cact_close(&f);
+    return rc;
+}
+
+void nd_matrix_dequant_rows(const nd_matrix *m, int r0, int n, float *out)
+{
+    if (m->kind == ND_MAT_F32) {
+        memcpy(out, m->f32 + (size_t)r0 * (size_t)m->cols, sizeof(float) * (size_t)n * (size_t)m->cols);
+        return;
+    }
+    int sb = nd_cq_storage_bits(m->cq_bits);
+    size_t row_bytes = nd_cq_row_bytes(m->cols, m->cq_bits), norm_bytes = (size_t)(m->cols_pad / ND_CQ_GROUP) * 2;
+    for (int i = 0; i < n; i++) {
+        size_t r = (size_t)(r0 + i);
+        nd_cq_dequant_row(m->cq_idx + r * row_bytes, m->cq_norms + r * norm_bytes, m->cols, sb, m->codebook,
+                          out + (size_t)i * (size_t)m->cols);
+    }
+}
