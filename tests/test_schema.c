@@ -1,0 +1,112 @@
+/* test_schema.c - what the schema compiler accepts, refuses, and how it says so. */
+#include <string.h>
+
+#include "agent/grammar.h"
+#include "agent/schema.h"
+#include "check.h"
+#include "core/json.h"
+
+/* Compile a tools array; returns the code and copies the message. */
+static int compile_tools(const char *json, char *msg, size_t msg_size)
+{
+    nd_json *doc = NULL;
+    needle_error err = {0};
+    if (nd_json_parse(json, strlen(json), "test", &doc, &err) < 0) return -100;
+    nd_grammar *g = NULL;
+    int rc = nd_grammar_compile(doc, &g, &err);
+    snprintf(msg, msg_size, "%s", err.message);
+    nd_grammar_free(g);
+    nd_json_free(doc);
+    return rc;
+}
+
+static int param_error(const char *params, const char *want_in_message)
+{
+    char json[2048], msg[512];
+    snprintf(json, sizeof json, "[{\"name\":\"a\",\"parameters\":{}},{\"name\":\"f\",\"parameters\":%s}]", params);
+    int rc = compile_tools(json, msg, sizeof msg);
+    int ok = rc == NEEDLE_ESCHEMA && strstr(msg, want_in_message) != NULL;
+    if (!ok) fprintf(stderr, "  rc=%d message: %s (wanted %s)\n", rc, msg, want_in_message);
+    return ok;
+}
+
+static void test_unsupported_keywords_name_the_path(void)
+{
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"when\":{\"not\":{\"type\":\"string\"}}}}",
+                      "tools[1].parameters.properties.when: unsupported keyword \"not\""));
+    CHECK(param_error("{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", "tools[1].parameters: unsupported keyword \"patternProperties\""));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"l\":{\"type\":\"array\",\"uniqueItems\":true}}}", "uniqueItems"));
+    CHECK(param_error("{\"if\":{},\"then\":{}}", "unsupported keyword \"if\""));
+    CHECK(param_error("{\"type\":\"object\",\"dependentRequired\":{}}", "dependentRequired"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}}}",
+                      "tools[1].parameters.properties.p.pattern: unsupported construct: backreference"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":\"a(?=b)\"}}}", "lookaround"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":\"a^b\"}}}", "anchors"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"format\":\"hostname\"}}}", "unsupported format"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"number\",\"multipleOf\":0.01}}}", "multipleOf"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"p\":{\"$ref\":\"#/$defs/missing\"}}}", "cannot resolve"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{},\"required\":[\"x\"]}", "not a declared property"));
+    CHECK(param_error("{\"type\":\"wat\"}", "unknown type"));
+}
+
+static void test_unsatisfiable_is_an_error(void)
+{
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":5,\"maximum\":3}},\"required\":[\"n\"]}",
+                      "no value satisfies"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}},\"required\":[\"s\"]}",
+                      "no value satisfies"));
+    /* infinite recursion through a required property has no finite value */
+    CHECK(param_error("{\"$defs\":{\"T\":{\"type\":\"object\",\"properties\":{\"t\":{\"$ref\":\"#/$defs/T\"}},\"required\":[\"t\"]}},"
+                      "\"type\":\"object\",\"properties\":{\"t\":{\"$ref\":\"#/$defs/T\"}},\"required\":[\"t\"]}",
+                      "no value satisfies"));
+    CHECK(param_error("{\"$defs\":{\"A\":{\"$ref\":\"#/$defs/B\"},\"B\":{\"$ref\":\"#/$defs/A\"}},\"$ref\":\"#/$defs/A\"}", "$ref cycle"));
+}
+
+static void test_tools_array_shape(void)
+{
+    char msg[512];
+    CHECK(compile_tools("{}", msg, sizeof msg) == NEEDLE_ESCHEMA);
+    CHECK(compile_tools("[{\"parameters\":{}}]", msg, sizeof msg) == NEEDLE_ESCHEMA && strstr(msg, "tools[0].name"));
+    CHECK(compile_tools("[{\"name\":\"x\"},{\"name\":\"x\"}]", msg, sizeof msg) == NEEDLE_ESCHEMA && strstr(msg, "declared twice"));
+    CHECK(compile_tools("[]", msg, sizeof msg) == 0); /* no tools: only [] */
+    /* annotations and Pydantic-style schemas compile */
+    CHECK(compile_tools("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"title\":\"F\",\"type\":\"object\","
+                        "\"properties\":{\"x\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],\"default\":null,\"title\":\"X\"},"
+                        "\"m\":{\"allOf\":[{\"$ref\":\"#/$defs/M\"}],\"description\":\"d\"}},"
+                        "\"$defs\":{\"M\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\"}},\"required\":[\"k\"]}},"
+                        "\"examples\":[1],\"x-extra\":true}}}]", msg, sizeof msg) == 0);
+}
+
+static void test_subset(void)
+{
+    const char *json = "[{\"name\":\"a\"},{\"name\":\"b\"},{\"name\":\"c\"}]";
+    nd_json *doc = NULL;
+    needle_error err = {0};
+    CHECK(nd_json_parse(json, strlen(json), "t", &doc, &err) == 0);
+    nd_grammar *g = NULL;
+    int idx[] = {2, 0};
+    CHECK(nd_grammar_compile_subset(doc, idx, 2, &g, &err) == 0);
+    if (g) {
+        CHECK(nd_grammar_tool_count(g) == 2 && strcmp(nd_grammar_tool_name(g, 0), "c") == 0);
+        nd_grammar_state s;
+        nd_grammar_start(g, &s);
+        const char *ok = "[{\"name\":\"c\",\"arguments\":{}}]";
+        CHECK(nd_grammar_advance(g, &s, ok, strlen(ok)) == 0 && nd_grammar_complete(g, &s));
+        nd_grammar_start(g, &s);
+        const char *bad = "[{\"name\":\"b\"";
+        CHECK(nd_grammar_advance(g, &s, bad, strlen(bad)) < 0);
+    }
+    nd_grammar_free(g);
+    int bad_idx[] = {7};
+    CHECK(nd_grammar_compile_subset(doc, bad_idx, 1, &g, &err) == NEEDLE_EINVAL);
+    nd_json_free(doc);
+}
+
+int main(void)
+{
+    RUN(test_unsupported_keywords_name_the_path);
+    RUN(test_unsatisfiable_is_an_error);
+    RUN(test_tools_array_shape);
+    RUN(test_subset);
+    return check_summary();
+}
