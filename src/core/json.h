@@ -45,6 +45,7 @@ struct nd_json {
  * NEEDLE_ELIMIT / NEEDLE_ENOMEM) with a message "<what> at line L column C (byte B)";
  * `what_file` (may be NULL) is prefixed to the message as "FILE: ". */
 int nd_json_parse(const char *text, size_t len, const char *what_file, nd_json **out, needle_error *err);
+/* Free a tree returned by nd_json_parse (only roots: children live in their parent's array). */
 void nd_json_free(nd_json *v);
 
 /* Object member lookup (NULL when absent or v is not an object). */

@@ -49,7 +49,8 @@ int nd_config_effective_window(const nd_config *c);
 
 /* Presets for `needle init`: "base" (released geometry) and "tiny" (golden geometry). */
 int nd_config_preset(nd_config *c, const char *name, needle_error *err);
-/* Apply one "key=value" override (value JSON-ish: 4, 1e5, [2,3], "text"). */
+/* Apply one "key=value" override (value JSON-ish: 4, 1e5, [2,3], "text").
+ * Checks the key and value type only: call nd_config_derive after the last one. */
 int nd_config_set(nd_config *c, const char *assignment, needle_error *err);
 
 #endif
