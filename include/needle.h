@@ -98,7 +98,13 @@ int needle_session_tool_result(needle_session *s, const char *result_json, char 
 
 void needle_free(void *p);
 
-/* ---- Released engine compatibility layer (one hidden session per process) ---- */
+/* ---- Released engine compatibility layer (one hidden session per process) ----
+ * needle_load copies a .cact from memory and replaces any model loaded before
+ * (closing it and its session).  needle_init opens the hidden session on that
+ * model, or, when none was loaded, on $NEEDLE_MODEL or models/needle-default.cact.
+ * needle_complete writes the turn's envelope (NUL-terminated) and returns its
+ * length; NEEDLE_ETOOSMALL (out set to "") when out_size cannot hold it;
+ * max_new_tokens <= 0 means the session's default.  Calls are serialised. */
 int needle_init(const char *system, const char *tools_json, const char *tool_index_path);
 int needle_complete(const char *text, int max_new_tokens, char *out, int out_size);
 void needle_reset(void);

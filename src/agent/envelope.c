@@ -1,0 +1,93 @@
+/* envelope.c - writing the per-turn JSON envelope. */
+#include "agent/envelope.h"
+
+#include <math.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "core/json.h"
+#include "needle.h"
+#include "text/tokenizer.h"
+
+/* Copy s[0..n) into out with every invalid UTF-8 sequence replaced by U+FFFD,
+ * so text cut in the middle of a character still makes a valid JSON string. */
+static void append_utf8_repaired(nd_buf *out, const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t bad = i + nd_utf8_first_invalid(s + i, n - i);
+        nd_buf_append(out, s + i, bad - i);
+        if (bad >= n) break;
+        nd_buf_puts(out, "\xEF\xBF\xBD");
+        /* skip the offending lead byte and any continuation bytes after it */
+        i = bad + 1;
+        while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
+    }
+}
+
+/* JSON has no NaN/Infinity: non-finite measurements are written as 0. */
+static void put_number(nd_buf *out, double v)
+{
+    if (!isfinite(v)) v = 0.0;
+    nd_buf_printf(out, "%.6g", v);
+}
+
+void nd_envelope_write(nd_buf *out, const nd_envelope *e)
+{
+    nd_json *calls = NULL;
+    int success = e->success;
+    const char *error = e->error;
+    int code = e->error_code;
+    if (e->calls) {
+        needle_error perr;
+        if (nd_json_parse(e->calls, e->calls_len, NULL, &calls, &perr) != 0 || calls->type != ND_JSON_ARRAY) {
+            /* the grammar should make this impossible; never pass it on */
+            nd_json_free(calls);
+            calls = NULL;
+            success = 0;
+            error = "the generated call list is not a JSON array";
+            code = NEEDLE_EFORMAT;
+        }
+    }
+    int n_calls = calls ? (int)calls->count : 0;
+    nd_buf_puts(out, n_calls > 0 ? "{\"type\":\"call\"" : "{\"type\":\"respond\"");
+    nd_buf_puts(out, success ? ",\"success\":true" : ",\"success\":false");
+    nd_buf_puts(out, ",\"error\":");
+    if (success || !error) nd_buf_puts(out, success ? "null" : "\"unknown error\"");
+    else {
+        nd_buf tmp;
+        nd_buf_init(&tmp);
+        append_utf8_repaired(&tmp, error, strlen(error));
+        nd_json_write_string(out, tmp.data ? tmp.data : "", tmp.len, 0);
+        nd_buf_free(&tmp);
+    }
+    if (success) nd_buf_puts(out, ",\"error_code\":null");
+    else nd_buf_printf(out, ",\"error_code\":%d", code ? code : NEEDLE_EINVAL);
+    nd_buf_puts(out, ",\"function_calls\":");
+    if (calls) nd_json_write(out, calls, 0);
+    else nd_buf_puts(out, "[]");
+    nd_buf_puts(out, ",\"reasoning\":");
+    nd_buf r;
+    nd_buf_init(&r);
+    append_utf8_repaired(&r, e->reasoning ? e->reasoning : "", e->reasoning ? e->reasoning_len : 0);
+    nd_json_write_string(out, r.data ? r.data : "", r.len, 0);
+    nd_buf_free(&r);
+    nd_buf_puts(out, ",\"confidence\":");
+    if (isnan(e->confidence) || !isfinite(e->confidence)) nd_buf_puts(out, "null");
+    else put_number(out, e->confidence < 0 ? 0 : e->confidence > 1 ? 1 : e->confidence);
+    nd_buf_puts(out, ",\"prefill_tps\":");
+    put_number(out, e->prefill_tps);
+    nd_buf_puts(out, ",\"decode_tps\":");
+    put_number(out, e->decode_tps);
+    nd_buf_puts(out, ",\"peak_ram_mb\":");
+    put_number(out, e->peak_ram_mb);
+    nd_buf_putc(out, '}');
+    nd_json_free(calls);
+}
+
+double nd_peak_ram_mb(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0.0;
+    return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}

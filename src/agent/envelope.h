@@ -1,0 +1,37 @@
+/* envelope.h - the JSON object returned for every turn (SPEC section 10).
+ *
+ *   {"type":"call"|"respond","success":bool,"error":null|str,"error_code":null|int,
+ *    "function_calls":[{"name","arguments"}],"reasoning":str,"confidence":number|null,
+ *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number}
+ *
+ * type is "call" when function_calls is non-empty and "respond" when it is
+ * empty (the model's "nothing to call", or a failed turn).  The writer never
+ * produces invalid JSON: the reasoning bytes are made valid UTF-8 (invalid
+ * sequences become U+FFFD) and the calls are re-parsed and re-written, so a
+ * malformed calls text turns into success:false instead of broken output. */
+#ifndef ND_ENVELOPE_H
+#define ND_ENVELOPE_H
+
+#include <stddef.h>
+
+#include "core/buf.h"
+
+typedef struct nd_envelope {
+    int success;
+    const char *error;     /* NULL when success */
+    int error_code;        /* 0 when success, else a NEEDLE_E* code */
+    const char *calls;     /* the generated call array text ("[...]"); NULL: none */
+    size_t calls_len;
+    const char *reasoning; /* raw bytes of the <think> text (may be mid-character) */
+    size_t reasoning_len;
+    double confidence;     /* NaN: null */
+    double prefill_tps, decode_tps, peak_ram_mb;
+} nd_envelope;
+
+/* Append the envelope as one line of compact JSON (no newline) to out. */
+void nd_envelope_write(nd_buf *out, const nd_envelope *e);
+
+/* Peak resident memory of this process in MiB (getrusage). */
+double nd_peak_ram_mb(void);
+
+#endif

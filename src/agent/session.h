@@ -1,0 +1,108 @@
+/* session.h - the tool-calling agent: a model with its tokenizer, and one
+ * conversation on it (prompt rendering, KV reuse across turns, the
+ * constrained decoding loop).  api.c exposes these as the public
+ * needle_model / needle_session handles.
+ *
+ * A turn's assistant text is always the training target layout (SPEC 7):
+ *
+ *   <think> REASONING </think>\n<tool_call> JSON_ARRAY </tool_call><|im_end|>
+ *
+ * The fixed parts are forced as exactly the token ids that training produced
+ * for them (found once per model by encoding a template target), REASONING is
+ * free text (no marker or control token) of at most max_reasoning_tokens, and
+ * JSON_ARRAY is generated token by token under the grammar's allowed-token
+ * mask, so it always parses and satisfies the declared schemas.
+ *
+ * Memory stays bounded: everything up to and including `</tools>` is pinned as
+ * KV sinks and later positions live in a window that the engine slides.
+ */
+#ifndef ND_SESSION_H
+#define ND_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/grammar.h"
+#include "agent/sampler.h"
+#include "agent/token_mask.h"
+#include "core/json.h"
+#include "model/forward.h"
+#include "model/weights.h"
+#include "needle.h"
+#include "text/tokenizer.h"
+
+/* The forced pieces of the target, as token ids. */
+#define ND_MAX_FORCED 8
+typedef struct nd_forced {
+    int ids[ND_MAX_FORCED];
+    int n;
+} nd_forced;
+
+/* A loaded model: network, tokenizer and the per-vocabulary tables decoding
+ * needs.  Read-only once opened, shared by every session on it. */
+struct needle_model {
+    nd_model *net;
+    nd_weights mem_weights;  /* needle_model_open_memory: weights over `blob` */
+    int has_mem_weights;
+    uint8_t *blob;           /* the copied .cact bytes (memory open only) */
+    nd_tokenizer *tok;
+    int vocab;               /* logits row length (the network's vocab_size) */
+    int window;              /* KV window for new sessions */
+
+    nd_token_trie *trie;     /* ordinary tokens' bytes, for the grammar mask */
+    uint32_t *reason_mask;   /* tokens allowed inside <think> (ordinary + </think>) */
+    nd_forced open_think;    /* [U+2581] <think>        (start of every target) */
+    nd_forced think_to_call; /* </think> \n <tool_call> */
+    nd_forced close_call;    /* </tool_call> <|im_end|> */
+    int id_think_close;      /* </think> */
+    int id_tools_close;      /* </tools> */
+};
+
+/* Build the decoding tables for m->tok / m->net (called by the openers). */
+int nd_agent_model_prepare(needle_model *m, needle_error *err);
+void nd_agent_model_release(needle_model *m);
+
+struct needle_session {
+    needle_model *model;
+    char *system;          /* NULL: none */
+    char *tools_compact;   /* the training form of the tools array */
+    nd_json *tools;
+    nd_grammar *grammar;
+    nd_mask_cache *masks;
+    int max_new_tokens, max_reasoning_tokens;
+    uint64_t seed;
+    nd_sampler sampler;
+
+    nd_state *st;           /* created at the first turn (its sink count is known then) */
+    int sinks_reserved;     /* sinks the state was created with */
+    int prefix_len;         /* [BOS] + enc(... </tools>): the pinned tool block */
+    int started;            /* a conversation is under way (the KV holds it) */
+    nd_ids pending;         /* decided tokens not yet evaluated */
+    nd_ids turn_ids;        /* every token evaluated in the last turn (tests check the layout) */
+
+    float *logits;          /* one vocabulary row */
+    uint32_t *mask;         /* scratch mask (vocab bits) */
+    float *cells;           /* this turn's head cells (confidence head only) */
+    size_t cells_len, cells_cap; /* in floats */
+
+    /* measurements of the last turn, for tests and `needle run --stats` */
+    double last_mask_seconds, last_decode_seconds;
+    int last_new_tokens;
+};
+
+/* Open / close a conversation (options as in needle_session_options). */
+int nd_session_open(needle_model *m, const needle_session_options *opt, needle_session **out, needle_error *err);
+void nd_session_free(needle_session *s);
+int nd_session_set_tools(needle_session *s, const char *tools_json, needle_error *err);
+void nd_session_reset(needle_session *s);
+
+enum { ND_TURN_USER = 0, ND_TURN_TOOL_RESULT = 1 };
+/* One turn: kind says whether text is the user's request or a tool's JSON
+ * result.  max_new_tokens <= 0 uses the session's.  On success *envelope is a
+ * heap string (free()).  Input errors (bad UTF-8, bad JSON, wrong state)
+ * return their code without an envelope; model-side failures (budget
+ * exhausted) return 0 with a "success":false envelope. */
+int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_tokens, char **envelope,
+                    needle_error *err);
+
+#endif
