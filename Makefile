@@ -76,3 +76,8 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# the CUDA backend (make CUDA=1): nvcc objects, cuBLAS, -DND_WITH_CUDA
+ifeq ($(CUDA),1)
+include Makefile.cuda
+endif

@@ -1,0 +1,427 @@
+/* cpu_matmul.c - y = W x for F32 and CQ-quantised matrices.
+ *
+ * F32: plain dot products, four rows at a time so each activation load feeds
+ * four rows.
+ *
+ * CQ (SPEC section 8): a weight row is w = (cb[code] * norm) H128 per
+ * 128-group, and H128 is orthonormal and symmetric, so
+ *     w . x = sum_g norm_g * (cb[codes_g] . (H128 x_g)).
+ * Each 128-group of the activation is rotated once per call; after that a row
+ * is a codebook lookup-and-add over its packed codes.  For one or two tokens
+ * the codes are decoded straight into the dot product; for a batch (prefill)
+ * each row is decoded once into a small float buffer and reused across the T
+ * tokens.
+ *
+ * Work is split into tasks of ND_CPU_ROWS_PER_TASK rows; every output element
+ * is computed by one thread with the same instruction sequence, so results
+ * are identical for any thread count. */
+#include <string.h>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/fp16.h"
+
+/* ---------------------------------------------------------------- dots */
+
+#if defined(__AVX512F__)
+static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+static inline float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+float nd_cpu_dot(const float *a, const float *b, int n)
+{
+    int i = 0;
+    float s = 0.0f;
+#if defined(__AVX512F__)
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), a1);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), a0);
+    s = hsum512(_mm512_add_ps(a0, a1));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+    s = hsum256(_mm256_add_ps(a0, a1));
+#else
+    float p[8] = {0};
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) p[k] += a[i + k] * b[i + k];
+    s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* out[k] = w[k] . x for four rows sharing one activation. */
+static void dot4(const float *w0, const float *w1, const float *w2, const float *w3, const float *x, int n,
+                 float out[4])
+{
+    int i = 0;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#if defined(__AVX512F__)
+    __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps(), c3 = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        c0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + i), xv, c0);
+        c1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + i), xv, c1);
+        c2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + i), xv, c2);
+        c3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + i), xv, c3);
+    }
+    s0 = hsum512(c0), s1 = hsum512(c1), s2 = hsum512(c2), s3 = hsum512(c3);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        c0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, c0);
+        c1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, c1);
+        c2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, c2);
+        c3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, c3);
+    }
+    s0 = hsum256(c0), s1 = hsum256(c1), s2 = hsum256(c2), s3 = hsum256(c3);
+#endif
+    for (; i < n; i++) {
+        s0 += w0[i] * x[i];
+        s1 += w1[i] * x[i];
+        s2 += w2[i] * x[i];
+        s3 += w3[i] * x[i];
+    }
+    out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
+/* ---------------------------------------------------------------- CQ codes */
+
+int nd_cpu_cq_storage_bits(const nd_matrix *w) { return w->cq_bits == ND_CQ_TERNARY ? 2 : w->cq_bits; }
+
+static inline size_t cq_row_bytes(const nd_matrix *w)
+{
+    return (size_t)w->cols_pad * (size_t)nd_cpu_cq_storage_bits(w) / 8;
+}
+
+static inline float cq_norm(const nd_matrix *w, int r, int g)
+{
+    const uint8_t *p = w->cq_norms + ((size_t)r * (size_t)(w->cols_pad / ND_CQ_GROUP) + (size_t)g) * 2;
+    return nd_half_to_float((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+static void cq_codebook16(const nd_matrix *w, float cb[16])
+{
+    int n = 1 << nd_cpu_cq_storage_bits(w);
+    for (int i = 0; i < 16; i++) cb[i] = i < n ? w->codebook[i] : 0.0f;
+}
+
+/* Sixteen codes starting at a 16-code boundary of a row: 2*sb bytes. */
+static inline uint64_t load_code_bits(const uint8_t *p, int sb)
+{
+    uint64_t v = 0;
+    switch (sb) { /* constant sizes so the copies become plain loads */
+    case 2: { uint32_t t; memcpy(&t, p, 4); v = t; break; }
+    case 3: { uint32_t t; uint16_t u; memcpy(&t, p, 4); memcpy(&u, p + 4, 2); v = t | ((uint64_t)u << 32); break; }
+    default: memcpy(&v, p, 8); break;
+    }
+    return v;
+}
+
+#if defined(__AVX512F__)
+static inline __m512 cq_values16(uint64_t bits, int sb, __m512i shifts, __m512i mask, __m512 cb)
+{
+    uint32_t lo = (uint32_t)bits, hi = (uint32_t)(bits >> (8 * sb));
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)lo)), _mm256_set1_epi32((int)hi), 1);
+    __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(v, shifts), mask);
+    return _mm512_permutexvar_ps(codes, cb);
+}
+#endif
+
+/* Decode one group in the rotated domain: out[i] = cb[code_i] * norm. */
+static inline __attribute__((always_inline)) void cq_decode_group_sb(const nd_matrix *w, int r, int g, int sb,
+                                                                   const float cb[16], float *out)
+{
+    const uint8_t *p = w->cq_idx + (size_t)r * cq_row_bytes(w) + (size_t)g * 16u * (size_t)sb;
+    float norm = cq_norm(w, r, g);
+#if defined(__AVX512F__)
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512i shifts = _mm512_mullo_epi32(lane, _mm512_set1_epi32(sb));
+    __m512i mask = _mm512_set1_epi32((1 << sb) - 1);
+    __m512 cbv = _mm512_loadu_ps(cb), nv = _mm512_set1_ps(norm);
+    for (int k = 0; k < 8; k++)
+        _mm512_storeu_ps(out + 16 * k,
+                         _mm512_mul_ps(cq_values16(load_code_bits(p + 2 * sb * k, sb), sb, shifts, mask, cbv), nv));
+#else
+    for (int k = 0; k < 8; k++) {
+        uint64_t bits = load_code_bits(p + 2 * sb * k, sb);
+        unsigned m = (1u << sb) - 1;
+        for (int i = 0; i < 16; i++) out[16 * k + i] = cb[(bits >> (i * sb)) & m] * norm;
+    }
+#endif
+}
+
+void nd_cpu_cq_decode_group(const nd_matrix *w, int r, int g, float *out)
+{
+    float cb[16];
+    cq_codebook16(w, cb);
+    switch (nd_cpu_cq_storage_bits(w)) {
+    case 2: cq_decode_group_sb(w, r, g, 2, cb, out); break;
+    case 3: cq_decode_group_sb(w, r, g, 3, cb, out); break;
+    default: cq_decode_group_sb(w, r, g, 4, cb, out); break;
+    }
+}
+
+void nd_cpu_cq_decode_row_rotated(const nd_matrix *w, int r, float *out)
+{
+    for (int g = 0; g < w->cols_pad / ND_CQ_GROUP; g++) nd_cpu_cq_decode_group(w, r, g, out + g * ND_CQ_GROUP);
+}
+
+/* Fused lookup-and-add: row r of W against one rotated activation. */
+static inline __attribute__((always_inline)) float cq_row_dot_sb(const nd_matrix *w, int r, const float *xr, int sb,
+                                                               const float cb[16])
+{
+    const uint8_t *p = w->cq_idx + (size_t)r * cq_row_bytes(w);
+    int groups = w->cols_pad / ND_CQ_GROUP;
+#if defined(__AVX512F__)
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512i shifts = _mm512_mullo_epi32(lane, _mm512_set1_epi32(sb));
+    __m512i mask = _mm512_set1_epi32((1 << sb) - 1);
+    __m512 cbv = _mm512_loadu_ps(cb), total = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        const uint8_t *pg = p + (size_t)g * 16u * (size_t)sb;
+        const float *xg = xr + g * ND_CQ_GROUP;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (int k = 0; k < 8; k += 2) {
+            a0 = _mm512_fmadd_ps(cq_values16(load_code_bits(pg + 2 * sb * k, sb), sb, shifts, mask, cbv),
+                                 _mm512_loadu_ps(xg + 16 * k), a0);
+            a1 = _mm512_fmadd_ps(cq_values16(load_code_bits(pg + 2 * sb * (k + 1), sb), sb, shifts, mask, cbv),
+                                 _mm512_loadu_ps(xg + 16 * (k + 1)), a1);
+        }
+        total = _mm512_fmadd_ps(_mm512_add_ps(a0, a1), _mm512_set1_ps(cq_norm(w, r, g)), total);
+    }
+    return hsum512(total);
+#else
+    float total = 0.0f;
+    unsigned m = (1u << sb) - 1;
+    for (int g = 0; g < groups; g++) {
+        const uint8_t *pg = p + (size_t)g * 16u * (size_t)sb;
+        const float *xg = xr + g * ND_CQ_GROUP;
+        float acc[16] = {0};
+        for (int k = 0; k < 8; k++) {
+            uint64_t bits = load_code_bits(pg + 2 * sb * k, sb);
+            for (int i = 0; i < 16; i++) acc[i] += cb[(bits >> (i * sb)) & m] * xg[16 * k + i];
+        }
+        float s = 0.0f;
+        for (int i = 0; i < 16; i++) s += acc[i];
+        total += s * cq_norm(w, r, g);
+    }
+    return total;
+#endif
+}
+
+/* ---------------------------------------------------------------- tasks */
+
+#define MULTI_MAX 4
+
+/* One job: up to MULTI_MAX matrices sharing the same input (q, k, v and
+ * gate all read the same normed activation), so the input is rotated once
+ * and all rows go out as one batch of tasks. */
+typedef struct matmul_job {
+    int n_mats;
+    const nd_matrix *w[MULTI_MAX];
+    float *y[MULTI_MAX];
+    int ldy[MULTI_MAX];
+    int first_task[MULTI_MAX + 1];
+    float cb[MULTI_MAX][16];
+    const float *x;  /* the activations as given */
+    const float *xr; /* the rotated activations (CQ), cols_pad apart */
+    int T, ldx;
+    float *decode; /* CQ batch path: per-thread buffers of 4 rows * cols_pad */
+} matmul_job;
+
+#if defined(__AVX512F__)
+/* Four rows times four tokens: 16 accumulators, so every load feeds four
+ * multiply-adds (the prefill hot loop).  n is a multiple of 16. */
+static void tile4x4(const float *const w[4], const float *x, int ldx, int n, float out[4][4])
+{
+    /* written out by hand: the compiler must keep all 16 sums in registers */
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * (size_t)ldx, *x3 = x + 3 * (size_t)ldx;
+    for (int i = 0; i < n; i += 16) {
+        __m512 a0 = _mm512_loadu_ps(x0 + i), a1 = _mm512_loadu_ps(x1 + i), a2 = _mm512_loadu_ps(x2 + i),
+               a3 = _mm512_loadu_ps(x3 + i);
+        __m512 wv = _mm512_loadu_ps(w[0] + i);
+        c00 = _mm512_fmadd_ps(wv, a0, c00), c01 = _mm512_fmadd_ps(wv, a1, c01);
+        c02 = _mm512_fmadd_ps(wv, a2, c02), c03 = _mm512_fmadd_ps(wv, a3, c03);
+        wv = _mm512_loadu_ps(w[1] + i);
+        c10 = _mm512_fmadd_ps(wv, a0, c10), c11 = _mm512_fmadd_ps(wv, a1, c11);
+        c12 = _mm512_fmadd_ps(wv, a2, c12), c13 = _mm512_fmadd_ps(wv, a3, c13);
+        wv = _mm512_loadu_ps(w[2] + i);
+        c20 = _mm512_fmadd_ps(wv, a0, c20), c21 = _mm512_fmadd_ps(wv, a1, c21);
+        c22 = _mm512_fmadd_ps(wv, a2, c22), c23 = _mm512_fmadd_ps(wv, a3, c23);
+        wv = _mm512_loadu_ps(w[3] + i);
+        c30 = _mm512_fmadd_ps(wv, a0, c30), c31 = _mm512_fmadd_ps(wv, a1, c31);
+        c32 = _mm512_fmadd_ps(wv, a2, c32), c33 = _mm512_fmadd_ps(wv, a3, c33);
+    }
+    out[0][0] = hsum512(c00), out[0][1] = hsum512(c01), out[0][2] = hsum512(c02), out[0][3] = hsum512(c03);
+    out[1][0] = hsum512(c10), out[1][1] = hsum512(c11), out[1][2] = hsum512(c12), out[1][3] = hsum512(c13);
+    out[2][0] = hsum512(c20), out[2][1] = hsum512(c21), out[2][2] = hsum512(c22), out[2][3] = hsum512(c23);
+    out[3][0] = hsum512(c30), out[3][1] = hsum512(c31), out[3][2] = hsum512(c32), out[3][3] = hsum512(c33);
+}
+#endif
+
+/* Apply four rows (given as float pointers) to every token. */
+static void rows4_all_tokens(const float *x, int ldx, int T, const float *w0, const float *w1, const float *w2,
+                             const float *w3, int n, float *y, int ldy, int r, int nr)
+{
+    int t = 0;
+#if defined(__AVX512F__)
+    if (n % 16 == 0) {
+        const float *w[4] = {w0, w1, w2, w3};
+        for (; t + 4 <= T; t += 4) {
+            float out[4][4];
+            tile4x4(w, x + (size_t)t * (size_t)ldx, ldx, n, out);
+            for (int b = 0; b < 4; b++) {
+                float *yt = y + (size_t)(t + b) * (size_t)ldy + r;
+                for (int k = 0; k < nr; k++) yt[k] = out[k][b];
+            }
+        }
+    }
+#endif
+    for (; t < T; t++) {
+        float out[4];
+        dot4(w0, w1, w2, w3, x + (size_t)t * (size_t)ldx, n, out);
+        float *yt = y + (size_t)t * (size_t)ldy + r;
+        for (int k = 0; k < nr; k++) yt[k] = out[k];
+    }
+}
+
+static void f32_rows(const matmul_job *j, int mi, int r0, int r1)
+{
+    const nd_matrix *w = j->w[mi];
+    for (int r = r0; r < r1; r += 4) {
+        int nr = r1 - r < 4 ? r1 - r : 4;
+        const float *rw[4];
+        for (int k = 0; k < 4; k++) rw[k] = w->f32 + (size_t)(r + (k < nr ? k : 0)) * (size_t)w->cols;
+        rows4_all_tokens(j->x, j->ldx, j->T, rw[0], rw[1], rw[2], rw[3], w->cols, j->y[mi], j->ldy[mi], r, nr);
+    }
+}
+
+static void cq_rows(const matmul_job *j, int mi, int r0, int r1, int thread)
+{
+    const nd_matrix *w = j->w[mi];
+    const float *cb = j->cb[mi];
+    int sb = nd_cpu_cq_storage_bits(w);
+    if (j->T <= 2) { /* decode: codes straight into the dot product */
+        for (int t = 0; t < j->T; t++) {
+            const float *xt = j->xr + (size_t)t * (size_t)w->cols_pad;
+            float *yt = j->y[mi] + (size_t)t * (size_t)j->ldy[mi];
+            for (int r = r0; r < r1; r++) {
+                switch (sb) {
+                case 2: yt[r] = cq_row_dot_sb(w, r, xt, 2, cb); break;
+                case 3: yt[r] = cq_row_dot_sb(w, r, xt, 3, cb); break;
+                default: yt[r] = cq_row_dot_sb(w, r, xt, 4, cb); break;
+                }
+            }
+        }
+        return;
+    }
+    /* batch: decode four rows once, reuse them for every token */
+    float *buf = j->decode + (size_t)thread * 4u * (size_t)w->cols_pad;
+    for (int r = r0; r < r1; r += 4) {
+        int nr = r1 - r < 4 ? r1 - r : 4;
+        for (int k = 0; k < nr; k++) nd_cpu_cq_decode_row_rotated(w, r + k, buf + (size_t)k * (size_t)w->cols_pad);
+        const float *rw[4];
+        for (int k = 0; k < 4; k++) rw[k] = buf + (size_t)(k < nr ? k : 0) * (size_t)w->cols_pad;
+        rows4_all_tokens(j->xr, w->cols_pad, j->T, rw[0], rw[1], rw[2], rw[3], w->cols_pad, j->y[mi], j->ldy[mi], r,
+                         nr);
+    }
+}
+
+static void matmul_task(void *ctx, int task, int thread)
+{
+    const matmul_job *j = ctx;
+    int mi = 0;
+    while (task >= j->first_task[mi + 1]) mi++;
+    const nd_matrix *w = j->w[mi];
+    int r0 = (task - j->first_task[mi]) * ND_CPU_ROWS_PER_TASK, r1 = r0 + ND_CPU_ROWS_PER_TASK;
+    if (r1 > w->rows) r1 = w->rows;
+    if (w->kind == ND_MAT_F32) f32_rows(j, mi, r0, r1);
+    else cq_rows(j, mi, r0, r1, thread);
+}
+
+typedef struct rotate_job {
+    const float *x;
+    int ldx, cols, cols_pad;
+    float *xr;
+} rotate_job;
+
+static void rotate_task(void *ctx, int t, int thread)
+{
+    (void)thread;
+    const rotate_job *j = ctx;
+    float *dst = j->xr + (size_t)t * (size_t)j->cols_pad;
+    memcpy(dst, j->x + (size_t)t * (size_t)j->ldx, sizeof(float) * (size_t)j->cols);
+    memset(dst + j->cols, 0, sizeof(float) * (size_t)(j->cols_pad - j->cols));
+    for (int g = 0; g < j->cols_pad; g += ND_CQ_GROUP) nd_cpu_hadamard(dst + g, ND_CQ_GROUP);
+}
+
+size_t nd_cpu_matmul_work_floats(const nd_matrix *w, int T, int threads)
+{
+    if (w->kind != ND_MAT_CQ) return 0;
+    return (size_t)T * (size_t)w->cols_pad + (size_t)threads * 4u * (size_t)w->cols_pad;
+}
+
+void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                         float *const *y, const int *ldy, float *work)
+{
+    if (T <= 0 || n <= 0) return;
+    if (n > MULTI_MAX) { /* more than fit in one job: split */
+        nd_cpu_matmul_multi(pool, MULTI_MAX, w, x, T, ldx, y, ldy, work);
+        nd_cpu_matmul_multi(pool, n - MULTI_MAX, w + MULTI_MAX, x, T, ldx, y + MULTI_MAX, ldy + MULTI_MAX, work);
+        return;
+    }
+    matmul_job j = {.n_mats = n, .x = x, .T = T, .ldx = ldx};
+    size_t macs = 0;
+    int any_cq = 0, cols_pad = 0;
+    j.first_task[0] = 0;
+    for (int i = 0; i < n; i++) {
+        j.w[i] = w[i];
+        j.y[i] = y[i];
+        j.ldy[i] = ldy[i];
+        j.first_task[i + 1] = j.first_task[i] + (w[i]->rows + ND_CPU_ROWS_PER_TASK - 1) / ND_CPU_ROWS_PER_TASK;
+        macs += (size_t)w[i]->rows * (size_t)w[i]->cols * (size_t)T;
+        if (w[i]->kind == ND_MAT_CQ) {
+            any_cq = 1;
+            cols_pad = w[i]->cols_pad;
+            cq_codebook16(w[i], j.cb[i]);
+        }
+    }
+    if (macs < ND_CPU_PARALLEL_MIN_WORK) pool = NULL;
+    if (any_cq) { /* every matrix has the same cols, so the same padding */
+        rotate_job rj = {.x = x, .ldx = ldx, .cols = w[0]->cols, .cols_pad = cols_pad, .xr = work};
+        nd_threadpool_run((size_t)T * (size_t)cols_pad * 8u < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, T, rotate_task,
+                          &rj);
+        j.xr = work;
+        j.decode = work + (size_t)T * (size_t)cols_pad;
+    }
+    nd_threadpool_run(pool, j.first_task[n], matmul_task, &j);
+}
+
+void nd_cpu_matmul(nd_threadpool *pool, const nd_matrix *w, const float *x, int T, int ldx, float *y, int ldy,
+                   float *work)
+{
+    nd_cpu_matmul_multi(pool, 1, &w, x, T, ldx, &y, &ldy, work);
+}

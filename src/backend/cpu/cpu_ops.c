@@ -1,0 +1,130 @@
+/* cpu_ops.c - small CPU kernels: norms, RoPE, Walsh-Hadamard, Sinkhorn, row gather. */
+#include <math.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "backend/cpu/cpu_ops.h"
+
+void nd_cpu_rmsnorm(const float *x, int n, const float *scale, float *out)
+{
+    /* double accumulation: the mean square of 2048 floats must not lose digits */
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)n + 1e-6));
+    if (scale)
+        for (int i = 0; i < n; i++) out[i] = (1.0f + scale[i]) * (x[i] * inv);
+    else
+        for (int i = 0; i < n; i++) out[i] = x[i] * inv;
+}
+
+void nd_cpu_rope(float *x, int heads, int head_dim, const float *cs)
+{
+    int half = head_dim / 2;
+    const float *c = cs, *s = cs + half;
+    for (int h = 0; h < heads; h++) {
+        float *v = x + (size_t)h * (size_t)head_dim;
+        for (int i = 0; i < half; i++) {
+            float x1 = v[i], x2 = v[i + half];
+            v[i] = x1 * c[i] - x2 * s[i];
+            v[i + half] = x2 * c[i] + x1 * s[i];
+        }
+    }
+}
+
+void nd_cpu_hadamard(float *x, int n)
+{
+    if (n <= 0 || (n & (n - 1))) return;
+    /* Butterflies in Sylvester order: H2n = [[Hn, Hn], [Hn, -Hn]]. */
+    int len = 1;
+#if defined(__AVX512F__)
+    /* the first four stages stay inside 16-float blocks: scalar; the wide
+     * stages are whole-vector adds and subtracts */
+    if (n >= 32) {
+        for (len = 1; len < 16; len <<= 1)
+            for (int i = 0; i < n; i += len << 1)
+                for (int j = 0; j < len; j++) {
+                    float u = x[i + j], v = x[i + j + len];
+                    x[i + j] = u + v;
+                    x[i + j + len] = u - v;
+                }
+        for (; len < n; len <<= 1)
+            for (int i = 0; i < n; i += len << 1)
+                for (int j = 0; j < len; j += 16) {
+                    __m512 u = _mm512_loadu_ps(x + i + j), v = _mm512_loadu_ps(x + i + j + len);
+                    _mm512_storeu_ps(x + i + j, _mm512_add_ps(u, v));
+                    _mm512_storeu_ps(x + i + j + len, _mm512_sub_ps(u, v));
+                }
+    }
+#endif
+    for (; len < n; len <<= 1) {
+        for (int i = 0; i < n; i += len << 1) {
+            float *a = x + i, *b = x + i + len;
+            for (int j = 0; j < len; j++) {
+                float u = a[j], v = b[j];
+                a[j] = u + v;
+                b[j] = u - v;
+            }
+        }
+    }
+    float s = 1.0f / sqrtf((float)n);
+    for (int i = 0; i < n; i++) x[i] *= s;
+}
+
+void nd_cpu_sinkhorn(float *m, int n, int iters)
+{
+    for (int it = 0; it < iters; it++) {
+        for (int i = 0; i < n; i++) { /* rows: logsumexp over j */
+            float *row = m + (size_t)i * (size_t)n, mx = row[0];
+            for (int j = 1; j < n; j++) mx = fmaxf(mx, row[j]);
+            float s = 0.0f;
+            for (int j = 0; j < n; j++) s += expf(row[j] - mx);
+            float lse = mx + logf(s);
+            for (int j = 0; j < n; j++) row[j] -= lse;
+        }
+        for (int j = 0; j < n; j++) { /* columns: logsumexp over i */
+            float mx = m[j];
+            for (int i = 1; i < n; i++) mx = fmaxf(mx, m[(size_t)i * (size_t)n + (size_t)j]);
+            float s = 0.0f;
+            for (int i = 0; i < n; i++) s += expf(m[(size_t)i * (size_t)n + (size_t)j] - mx);
+            float lse = mx + logf(s);
+            for (int i = 0; i < n; i++) m[(size_t)i * (size_t)n + (size_t)j] -= lse;
+        }
+    }
+    for (int i = 0; i < n * n; i++) m[i] = expf(m[i]);
+}
+
+void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
+{
+    for (int i = 0; i < n; i++) {
+        float *o = out + (size_t)i * (size_t)w->cols;
+        if (w->kind == ND_MAT_F32) {
+            memcpy(o, w->f32 + (size_t)rows[i] * (size_t)w->cols, sizeof(float) * (size_t)w->cols);
+            continue;
+        }
+        /* CQ: decode in the rotated domain one 128-group at a time, then
+         * undo the rotation (H128 is its own inverse). */
+        float grp[ND_CQ_GROUP];
+        int groups = w->cols_pad / ND_CQ_GROUP;
+        for (int g = 0; g < groups; g++) {
+            nd_cpu_cq_decode_group(w, rows[i], g, grp);
+            nd_cpu_hadamard(grp, ND_CQ_GROUP);
+            int c0 = g * ND_CQ_GROUP, take = w->cols - c0 < ND_CQ_GROUP ? w->cols - c0 : ND_CQ_GROUP;
+            memcpy(o + c0, grp, sizeof(float) * (size_t)take);
+        }
+    }
+}
+
+void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale)
+{
+    for (int g = 0; g < n / ND_KV_GROUP; g++) {
+        const float *xg = x + g * ND_KV_GROUP;
+        float mx = 0.0f;
+        for (int i = 0; i < ND_KV_GROUP; i++) mx = fmaxf(mx, fabsf(xg[i]));
+        float sc = mx / 127.0f, inv = mx > 0.0f ? 127.0f / mx : 0.0f;
+        scale[g] = sc;
+        for (int i = 0; i < ND_KV_GROUP; i++) q[g * ND_KV_GROUP + i] = (int8_t)lrintf(xg[i] * inv);
+    }
+}

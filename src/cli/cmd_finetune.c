@@ -1,0 +1,95 @@
+/* cmd_finetune.c - `needle finetune`: LoRA (default) or full fine-tuning. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/threadpool.h"
+#include "text/tokenizer.h"
+#include "train/data.h"
+#include "train/train_ckpt.h"
+#include "train/trainer.h"
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: needle finetune DATA.jsonl --checkpoint BASE.safetensors --out OUT.safetensors\n"
+            "         [--tokenizer TOK.model] [--epochs 3] [--batch-size 16] [--lr 1e-4]\n"
+            "         [--lora-rank 16] [--lora-alpha 32] [--max-len 1024] [--val-split 0.1]\n"
+            "         [--seed 0] [--threads N] [--log-every 10] [--full]\n"
+            "LoRA on q,k,v,gate,out of every layer (base frozen); the adapter is written as\n"
+            "`<param>.lora_A` (L,in,r) / `.lora_B` (L,r,out).  --full trains every parameter\n"
+            "(heads excepted) and writes the whole checkpoint.  Rows are JSONL objects\n"
+            "{query, tools, answers|function_calls, reasoning?, system?}.\n");
+}
+
+int cmd_finetune(int argc, char **argv)
+{
+    const char *data = NULL, *ckpt = NULL, *out = NULL, *tok_path = NULL, *v;
+    int full = 0, rank = 16, threads = 0;
+    double alpha = 32;
+    nd_trainer_opts o;
+    nd_trainer_opts_default(&o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(argv[i], "--full")) full = 1;
+        else if ((v = cli_flag_value(argc, argv, &i, "--checkpoint"))) ckpt = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) tok_path = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--epochs"))) o.epochs = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--batch-size"))) o.batch_size = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--lr"))) o.lr = atof(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--lora-rank"))) rank = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--lora-alpha"))) alpha = atof(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--max-len"))) o.max_len = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--val-split"))) o.val_split = atof(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) o.seed = strtoull(v, NULL, 10);
+        else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) threads = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--log-every"))) o.log_every = atoi(v);
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "needle finetune: unknown option %s\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!data) data = argv[i];
+        else { usage(stderr); return 2; }
+    }
+    if (!data || !ckpt || !out) { usage(stderr); return 2; }
+    if (o.epochs < 1 || o.batch_size < 1 || o.max_len < 2 || o.val_split < 0 || o.val_split >= 1 || o.lr <= 0 ||
+        (!full && (rank < 1 || alpha <= 0)))
+        return cli_fail("finetune", "an option is out of range (see --help)");
+    if (!tok_path) tok_path = "tests/golden/tok8k.model";
+
+    needle_error err = {0, ""};
+    nd_tokenizer *tok = NULL;
+    nd_train_model m;
+    nd_dataset ds;
+    nd_threadpool *pool = NULL;
+    int status = 1, have_model = 0, have_data = 0;
+    if (nd_tokenizer_load_spm(tok_path, &tok, &err)) goto fail;
+    int ignored = 0;
+    if (nd_train_model_load(&m, ckpt, &ignored, &err)) goto fail;
+    have_model = 1;
+    if (ignored) fprintf(stderr, "  %d checkpoint tensors not used by the forward pass are not trained%s\n", ignored,
+                         full ? " and not written" : "");
+    if (nd_dataset_load_jsonl(data, tok, o.max_len, stderr, &ds, &err)) goto fail;
+    have_data = 1;
+    fprintf(stderr, "  %s: %d rows used of %d (%d malformed, %d longer than --max-len)\n", data, ds.n, ds.lines,
+            ds.malformed, ds.too_long);
+    if (nd_threadpool_create(threads, &pool, &err)) goto fail;
+    m.pool = pool;
+    if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, &err)) goto fail;
+    o.progress = stderr;
+    nd_trainer_result res;
+    if (nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &res, &err)) goto fail;
+    if (full ? nd_train_save_full(&m, out, &err) : nd_train_save_lora(&m, out, &err)) goto fail;
+    fprintf(stderr, "  %d steps in %.1f s (%.0f tok/s); loss %.4f -> %.4f; wrote %s %s\n", res.steps, res.seconds,
+            res.tokens_per_s, res.first_loss, res.last_loss, full ? "checkpoint" : "adapter", out);
+    status = 0;
+fail:
+    if (status) fprintf(stderr, "needle finetune: %s\n", err.message);
+    if (have_data) nd_dataset_free(&ds);
+    if (have_model) nd_train_model_free(&m);
+    nd_threadpool_free(pool);
+    nd_tokenizer_free(tok);
+    return status;
+}

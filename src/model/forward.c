@@ -1,0 +1,308 @@
+/* forward.c - the Needle forward pass, written to read like SPEC section 4.
+ *
+ * A chunk of T tokens at positions p0..p0+T-1 goes through:
+ *   x0 = E[tok] * sqrt(d); every lane X_i = x0
+ *   engram memory per site (depends on tokens only, so computed up front)
+ *   per layer l (home lane h = l mod n):
+ *     xh = rmsunit(X); p = sigmoid(a_pre*(xh Phi_pre) + b_pre + o_pre); u = sum p_i X_i
+ *     b = u (+ engram gate * v at sites); y = Block(b) - u
+ *     q = 2 sigmoid(a_post*(xh Phi_post) + b_post + o_post); P = Sinkhorn(...)
+ *     X'_i = sum_j P_ij X_j + q_i y
+ *   final = ZCRMS(mean_i X_i; final_norm); logits = final E^T
+ * Matrices go through the backend's matmul (batched over the chunk); the
+ * per-token vector work is done here with the backend's small ops. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h" /* nd_sigmoidf, nd_siluf */
+#include "core/error.h"
+#include "model/session_state.h"
+
+/* cos|sin of the rotate-half RoPE at one position, computed the way a float32
+ * reference does (frequencies and angles rounded to float). */
+static void rope_table(float theta, int hd, int pos, float *cs)
+{
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float freq = (float)pow((double)theta, -2.0 * i / (double)hd);
+        float ang = (float)pos * freq;
+        cs[i] = (float)cos((double)ang);
+        cs[half + i] = (float)sin((double)ang);
+    }
+}
+
+/* The engram hash of SPEC section 4 for table k (order o) at token t. */
+static uint32_t engram_hash(int k, int order, const int *toks_back /* toks_back[j] = tok[t-j] */)
+{
+    uint32_t acc = 0x9E3779B9u * (uint32_t)(k + 1);
+    for (int j = 0; j < order; j++) acc = (acc ^ (uint32_t)toks_back[j]) * 0x01000193u;
+    acc ^= acc >> 15;
+    return acc;
+}
+
+/* Token at absolute position p, from the chunk or the history (0 before 0). */
+static int token_at(const nd_state *s, const int *tokens, int p0, int p)
+{
+    if (p < 0) return 0;
+    if (p >= p0) return tokens[p - p0];
+    return s->tok_hist[p % s->hist_len];
+}
+
+/* Engram key and tapped value for every token of the chunk, at every site. */
+static void engram_chunk(nd_state *s, const int *tokens, int T)
+{
+    const nd_model *m = s->m;
+    const nd_weights *w = &m->weights;
+    const nd_config *c = &w->cfg;
+    int d = c->d_model, sub = c->engram_sub, he = c->engram_heads_eff, NT = c->num_tables;
+    int p0 = s->pos, D = c->conv_dilation, ew = NT * sub;
+    for (int si = 0; si < c->num_sites; si++) {
+        const nd_site_weights *S = &w->sites[si];
+        /* e_t = concat_k table_k[idx_k(t)] * ok_k(t) */
+        for (int t = 0; t < T; t++) {
+            int back[8];
+            for (int j = 0; j < 8; j++) back[j] = token_at(s, tokens, p0, p0 + t - j);
+            float *e = s->eng_e + (size_t)t * ew;
+            for (int k = 0; k < NT; k++) {
+                int order = c->engram_orders[k / he];
+                if (p0 + t < order - 1) {
+                    memset(e + k * sub, 0, sizeof(float) * (size_t)sub);
+                    continue;
+                }
+                int row = k * c->engram_slots + (int)(engram_hash(k, order, back) % (uint32_t)c->engram_slots);
+                m->be->gather_rows(&S->tables, &row, 1, e + k * sub);
+            }
+        }
+        float *kk = s->eng_k + (size_t)si * s->max_chunk * d, *vv = s->eng_v + (size_t)si * s->max_chunk * d;
+        {
+            const nd_matrix *mats[2] = {&S->key_proj, &S->value_proj};
+            float *outs[2] = {kk, s->eng_raw};
+            int lds[2] = {d, d};
+            m->be->matmul_multi(m->pool, 2, mats, s->eng_e, T, ew, outs, lds, s->work);
+        }
+        /* v'_t = sum_j taps_j * v_{t - j D} [t >= j D] */
+        float *vh = s->v_hist + (size_t)si * s->vhist_len * d;
+        for (int t = 0; t < T; t++) {
+            int p = p0 + t;
+            float *out = vv + (size_t)t * d;
+            memset(out, 0, sizeof(float) * (size_t)d);
+            for (int j = 0; j < ND_ENGRAM_TAPS; j++) {
+                int q = p - j * D;
+                if (q < 0) break;
+                const float *src = q >= p0 ? s->eng_raw + (size_t)(q - p0) * d : vh + (size_t)(q % s->vhist_len) * d;
+                const float *tap = S->taps + (size_t)j * d;
+                for (int i = 0; i < d; i++) out[i] += tap[i] * src[i];
+            }
+        }
+        /* keep the raw values the next chunks' taps will reach back to */
+        int from = T > s->vhist_len ? T - s->vhist_len : 0;
+        for (int t = from; t < T; t++)
+            memcpy(vh + (size_t)((p0 + t) % s->vhist_len) * d, s->eng_raw + (size_t)t * d, sizeof(float) * (size_t)d);
+    }
+}
+
+static int site_index(const nd_config *c, int layer)
+{
+    for (int i = 0; i < c->num_sites; i++)
+        if (c->engram_layers[i] == layer) return i;
+    return -1;
+}
+
+/* b -> Block(b) in place, for the T tokens of the chunk (SPEC: Block). */
+static void block(nd_state *s, int l, int T)
+{
+    const nd_model *m = s->m;
+    const nd_backend *be = m->be;
+    const nd_config *c = &m->weights.cfg;
+    const nd_layer_weights *L = &m->weights.layers[l];
+    int d = c->d_model, H = c->num_heads, KVH = c->num_kv_heads, hd = c->head_dim;
+    int A = H * hd, KV = c->kv_dim, NH = c->hada_n;
+
+    for (int t = 0; t < T; t++) be->rmsnorm(s->b + (size_t)t * d, d, L->norm_in, s->h + (size_t)t * d);
+    {
+        const nd_matrix *mats[4] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->gate_proj};
+        float *outs[4] = {s->q, s->k, s->v, s->g};
+        int lds[4] = {A, KV, KV, A};
+        be->matmul_multi(m->pool, 4, mats, s->h, T, d, outs, lds, s->work);
+    }
+    for (int t = 0; t < T; t++) {
+        float *q = s->q + (size_t)t * A, *k = s->k + (size_t)t * KV;
+        for (int j = 0; j < H; j++) be->rmsnorm(q + j * hd, hd, L->q_norm, q + j * hd);
+        for (int j = 0; j < KVH; j++) be->rmsnorm(k + j * hd, hd, L->k_norm, k + j * hd);
+        be->rope(q, H, hd, s->rope_cs + (size_t)t * hd);
+        be->rope(k, KVH, hd, s->rope_cs + (size_t)t * hd);
+    }
+    nd_attn_args a = {
+        .T = T, .pos0 = s->pos, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd,
+        .window = s->window, .sinks = s->sinks, .q = s->q, .k_chunk = s->k, .v_chunk = s->v,
+        .cache_pos = s->cache_pos, .cache_slots = s->cache_slots, .out = s->att, .kv_bits = s->kv_bits,
+    };
+    size_t layer_off = (size_t)l * s->cache_slots * KV, scale_off = (size_t)l * s->cache_slots * (KV / ND_KV_GROUP);
+    if (s->kv_bits == 8) {
+        a.k_cache8 = s->k_cache8 + layer_off, a.v_cache8 = s->v_cache8 + layer_off;
+        a.k_scale = s->k_scale + scale_off, a.v_scale = s->v_scale + scale_off;
+    } else {
+        a.k_cache = s->k_cache + layer_off, a.v_cache = s->v_cache + layer_off;
+    }
+    be->attention(m->pool, &a, s->work);
+    /* the chunk's keys join this layer's cache (positions are published after all layers) */
+    for (int t = 0; t < T; t++) {
+        size_t slot = (size_t)nd_state_slot_of(s, s->pos + t);
+        if (s->kv_bits == 8) {
+            size_t g = (size_t)(KV / ND_KV_GROUP);
+            be->quantize_kv(s->k + (size_t)t * KV, KV, s->k_cache8 + layer_off + slot * KV, s->k_scale + scale_off + slot * g);
+            be->quantize_kv(s->v + (size_t)t * KV, KV, s->v_cache8 + layer_off + slot * KV, s->v_scale + scale_off + slot * g);
+        } else {
+            memcpy(s->k_cache + layer_off + slot * KV, s->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
+            memcpy(s->v_cache + layer_off + slot * KV, s->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
+        }
+    }
+    for (size_t i = 0; i < (size_t)T * A; i++) s->att[i] *= nd_sigmoidf(s->g[i]);
+    be->matmul(m->pool, &L->out_proj, s->att, T, A, s->o, d, s->work);
+
+    float gate = nd_sigmoidf(L->attn_gate);
+    for (int t = 0; t < T; t++) {
+        float *o = s->o + (size_t)t * d, *b = s->b + (size_t)t * d;
+        be->rmsnorm(o, d, L->post_attn_norm, o);
+        for (int i = 0; i < d; i++) b[i] += gate * o[i];
+        /* HadamardMLP(ZCRMS(b; pre_hada_norm)) */
+        float *z = s->mlp;
+        be->rmsnorm(b, d, L->pre_hada_norm, z);
+        for (int i = d; i < NH; i++) z[i] = 0.0f;
+        for (int i = 0; i < NH; i++) z[i] *= L->d1[i];
+        be->hadamard(z, NH);
+        for (int i = 0; i < NH; i++) z[i] = nd_siluf(L->d2[i] * z[i]);
+        be->hadamard(z, NH);
+        for (int i = 0; i < d; i++) b[i] += L->d3[i] * z[i];
+    }
+}
+
+/* One chunk of at most max_chunk tokens. */
+static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *want, int want_last, float *logits,
+                          float *cells)
+{
+    const nd_model *m = s->m;
+    const nd_backend *be = m->be;
+    const nd_weights *w = &m->weights;
+    const nd_config *c = &w->cfg;
+    int d = c->d_model, n = c->mhc_lanes, L = c->num_layers, nd_ = n * d;
+    float sqrt_d = sqrtf((float)d), inv_sqrt_d = 1.0f / sqrtf((float)d);
+
+    for (int t = 0; t < T; t++) rope_table(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
+    be->gather_rows(&w->embedding, tokens, T, s->x0);
+    for (int t = 0; t < T; t++) {
+        float *x0 = s->x0 + (size_t)t * d;
+        for (int i = 0; i < d; i++) x0[i] *= sqrt_d;
+        for (int lane = 0; lane < n; lane++) memcpy(s->X + (size_t)t * nd_ + lane * d, x0, sizeof(float) * (size_t)d);
+        if (cells) memcpy(cells + (size_t)t * (L + 1) * d, x0, sizeof(float) * (size_t)d);
+    }
+    if (c->num_sites > 0) engram_chunk(s, tokens, T);
+
+    for (int l = 0; l < L; l++) {
+        const nd_layer_weights *LW = &w->layers[l];
+        int home = l % n, site = site_index(c, l);
+        for (int t = 0; t < T; t++) be->rmsnorm(s->X + (size_t)t * nd_, nd_, NULL, s->xh + (size_t)t * nd_);
+        {
+            const nd_matrix *mats[3] = {&LW->phi_pre, &LW->phi_post, &LW->phi_res};
+            float *outs[3] = {s->phi_pre, s->phi_post, s->phi_res};
+            int lds[3] = {n, n, n * n};
+            be->matmul_multi(m->pool, 3, mats, s->xh, T, nd_, outs, lds, s->work);
+        }
+        for (int t = 0; t < T; t++) {
+            const float *X = s->X + (size_t)t * nd_;
+            float *u = s->u + (size_t)t * d, *b = s->b + (size_t)t * d;
+            memset(u, 0, sizeof(float) * (size_t)d);
+            for (int i = 0; i < n; i++) {
+                float p = nd_sigmoidf(LW->a_pre * s->phi_pre[t * n + i] + LW->b_pre[i] + (i == home ? 4.0f : -4.0f));
+                for (int k = 0; k < d; k++) u[k] += p * X[i * d + k];
+            }
+            memcpy(b, u, sizeof(float) * (size_t)d);
+            if (site >= 0) {
+                const float *kt = s->eng_k + ((size_t)site * s->max_chunk + t) * d;
+                const float *vt = s->eng_v + ((size_t)site * s->max_chunk + t) * d;
+                float *un = s->o + (size_t)t * d, *kn = s->h + (size_t)t * d; /* free until block() */
+                be->rmsnorm(u, d, NULL, un);
+                be->rmsnorm(kt, d, NULL, kn);
+                float gate = nd_sigmoidf(nd_cpu_dot(un, kn, d) * inv_sqrt_d);
+                for (int k = 0; k < d; k++) b[k] += gate * vt[k];
+            }
+        }
+        block(s, l, T);
+        for (int t = 0; t < T; t++) {
+            float *X = s->X + (size_t)t * nd_, *u = s->u + (size_t)t * d, *y = s->b + (size_t)t * d;
+            for (int k = 0; k < d; k++) y[k] -= u[k];
+            float qv[16], P[256], *newX = s->xh + (size_t)t * nd_; /* xh is free again */
+            for (int i = 0; i < n; i++)
+                qv[i] = 2.0f * nd_sigmoidf(LW->a_post * s->phi_post[t * n + i] + LW->b_post[i] + (i == home ? 0.0f : -4.0f));
+            for (int ij = 0; ij < n * n; ij++) P[ij] = LW->a_res * s->phi_res[t * n * n + ij] + LW->b_res[ij];
+            be->sinkhorn(P, n, 20);
+            for (int i = 0; i < n; i++) {
+                float *xi = newX + i * d;
+                for (int k = 0; k < d; k++) xi[k] = qv[i] * y[k];
+                for (int j = 0; j < n; j++) {
+                    float pij = P[i * n + j];
+                    const float *xj = X + j * d;
+                    for (int k = 0; k < d; k++) xi[k] += pij * xj[k];
+                }
+            }
+            memcpy(X, newX, sizeof(float) * (size_t)nd_);
+            if (cells) {
+                float *cell = cells + ((size_t)t * (L + 1) + l + 1) * d;
+                for (int k = 0; k < d; k++) {
+                    float acc = 0.0f;
+                    for (int i = 0; i < n; i++) acc += X[i * d + k];
+                    cell[k] = acc / (float)n;
+                }
+            }
+        }
+    }
+
+    /* publish the chunk's positions in the cache and the token history */
+    for (int t = 0; t < T; t++) {
+        s->cache_pos[nd_state_slot_of(s, s->pos + t)] = s->pos + t;
+        s->tok_hist[(s->pos + t) % s->hist_len] = tokens[t];
+    }
+
+    /* final norm and logits for the wanted tokens only */
+    int nw = 0;
+    for (int t = 0; t < T; t++) {
+        if (want ? !want[t] : !(want_last && t == T - 1)) continue;
+        const float *X = s->X + (size_t)t * nd_;
+        float *f = s->fin + (size_t)nw * d;
+        for (int k = 0; k < d; k++) {
+            float acc = 0.0f;
+            for (int i = 0; i < n; i++) acc += X[i * d + k];
+            f[k] = acc / (float)n;
+        }
+        be->rmsnorm(f, d, w->final_norm, f);
+        nw++;
+    }
+    if (nw > 0) be->matmul(m->pool, &w->embedding, s->fin, nw, d, logits, c->vocab_size, s->work);
+}
+
+int nd_state_eval(nd_state *s, const int *tokens, int T, const uint8_t *want, float *logits, float *cells,
+                  needle_error *err)
+{
+    const nd_config *c = &s->m->weights.cfg;
+    if (T <= 0) return nd_errorf(err, NEEDLE_EINVAL, "eval: no tokens");
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return nd_errorf(err, NEEDLE_EINVAL, "eval: token %d at index %d is outside the vocabulary (%d)", tokens[t],
+                             t, c->vocab_size);
+    if (s->pos > INT32_MAX - T) return nd_errorf(err, NEEDLE_ELIMIT, "eval: position overflow");
+    int wanted = 0;
+    for (int t = 0; t < T; t++) wanted += want ? want[t] != 0 : t == T - 1;
+    if (wanted && !logits) return nd_errorf(err, NEEDLE_EINVAL, "eval: logits requested but no output buffer");
+    int L = c->num_layers, d = c->d_model;
+    for (int t0 = 0; t0 < T; t0 += s->max_chunk) {
+        int n = T - t0 < s->max_chunk ? T - t0 : s->max_chunk;
+        int last = t0 + n == T; /* without flags only the final token of the final chunk */
+        forward_chunk(s, tokens + t0, n, want ? want + t0 : NULL, !want && last, logits,
+                      cells ? cells + (size_t)t0 * (L + 1) * d : NULL);
+        int got = 0;
+        for (int t = 0; t < n; t++) got += want ? want[t0 + t] != 0 : (last && t == n - 1);
+        if (logits) logits += (size_t)got * c->vocab_size;
+        s->pos += n;
+    }
+    return 0;
+}

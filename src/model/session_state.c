@@ -1,0 +1,154 @@
+/* session_state.c - creating, resetting and sizing a session (nd_state).
+ * Everything a session needs is one allocation made here; nd_state_eval
+ * allocates nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/session_state.h"
+
+#define DEFAULT_CHUNK 64 /* large enough to amortise weight decoding, small enough to keep scratch small */
+
+int nd_state_slot_of(const nd_state *s, int pos)
+{
+    if (pos < s->sinks) return pos;
+    return s->sinks + (pos - s->sinks) % s->window;
+}
+
+/* Largest backend scratch any matmul / the attention of one chunk needs. */
+static size_t work_needed(const nd_model *m, int C, int slots)
+{
+    const nd_weights *w = &m->weights;
+    const nd_backend *be = m->be;
+    int th = nd_threadpool_threads(m->pool);
+    size_t mx = be->matmul_work_floats(&w->embedding, C, th);
+#define TAKE(mat) do { size_t z = be->matmul_work_floats((mat), C, th); if (z > mx) mx = z; } while (0)
+    for (int l = 0; l < w->cfg.num_layers; l++) {
+        const nd_layer_weights *L = &w->layers[l];
+        TAKE(&L->q_proj); TAKE(&L->k_proj); TAKE(&L->v_proj); TAKE(&L->gate_proj); TAKE(&L->out_proj);
+        TAKE(&L->phi_pre); TAKE(&L->phi_post); TAKE(&L->phi_res);
+    }
+    for (int s = 0; s < w->cfg.num_sites; s++) { TAKE(&w->sites[s].key_proj); TAKE(&w->sites[s].value_proj); }
+#undef TAKE
+    const nd_config *c = &w->cfg;
+    nd_attn_args a = {.T = C, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
+                      .head_dim = c->head_dim, .cache_slots = slots};
+    size_t z = be->attention_work_floats(&a, th);
+    return z > mx ? z : mx;
+}
+
+int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **out, needle_error *err)
+{
+    nd_state_options defaults = {0};
+    if (!opt) opt = &defaults;
+    *out = NULL;
+    const nd_config *c = &m->weights.cfg;
+    int window = opt->window > 0 ? opt->window : m->default_window;
+    if (window <= 0) window = c->max_seq_len;
+    int sinks = opt->sinks;
+    int C = opt->max_chunk > 0 ? opt->max_chunk : DEFAULT_CHUNK;
+    int kv_bits = opt->kv_bits == 0 ? 32 : opt->kv_bits;
+    if (kv_bits != 32 && kv_bits != 8)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: kv_bits %d (supported: 32, 8)", opt->kv_bits);
+    if (kv_bits == 8 && c->head_dim % ND_KV_GROUP != 0)
+        return nd_errorf(err, NEEDLE_EUNSUPPORTED, "session: int8 KV cache needs head_dim %% %d == 0 (head_dim %d)",
+                         ND_KV_GROUP, c->head_dim);
+    if (sinks < 0 || sinks > (1 << 20) || window > (1 << 22) || C > (1 << 16))
+        return nd_errorf(err, NEEDLE_EINVAL, "session: window %d / sinks %d / chunk %d out of range", window, sinks, C);
+
+    nd_state *s = calloc(1, sizeof *s);
+    if (!s) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+    s->m = m;
+    s->window = window;
+    s->sinks = sinks;
+    s->max_chunk = C;
+    s->kv_bits = kv_bits;
+    s->cache_slots = sinks + window;
+    s->hist_len = c->conv_dilation > 0 ? c->conv_dilation : 1;
+    s->vhist_len = (ND_ENGRAM_TAPS - 1) * s->hist_len + 1;
+    int d = c->d_model, n = c->mhc_lanes, A = c->num_heads * c->head_dim, KV = c->kv_dim, L = c->num_layers;
+    int sites = c->num_sites, esub = c->num_tables * c->engram_sub;
+    s->work_floats = work_needed(m, C, s->cache_slots);
+
+    /* one block: carve float arrays first, then ints (alignment of 64 bytes each) */
+    struct { void **p; size_t n, size; } parts[] = {
+        {(void **)&s->k_cache, kv_bits == 32 ? (size_t)L * s->cache_slots * KV : 0, 4},
+        {(void **)&s->v_cache, kv_bits == 32 ? (size_t)L * s->cache_slots * KV : 0, 4},
+        {(void **)&s->k_cache8, kv_bits == 8 ? (size_t)L * s->cache_slots * KV : 0, 1},
+        {(void **)&s->v_cache8, kv_bits == 8 ? (size_t)L * s->cache_slots * KV : 0, 1},
+        {(void **)&s->k_scale, kv_bits == 8 ? (size_t)L * s->cache_slots * (KV / ND_KV_GROUP) : 0, 4},
+        {(void **)&s->v_scale, kv_bits == 8 ? (size_t)L * s->cache_slots * (KV / ND_KV_GROUP) : 0, 4},
+        {(void **)&s->v_hist, (size_t)(sites ? sites : 1) * s->vhist_len * d, 4},
+        {(void **)&s->x0, (size_t)C * d, 4},
+        {(void **)&s->X, (size_t)C * n * d, 4},
+        {(void **)&s->xh, (size_t)C * n * d, 4},
+        {(void **)&s->u, (size_t)C * d, 4},
+        {(void **)&s->b, (size_t)C * d, 4},
+        {(void **)&s->h, (size_t)C * d, 4},
+        {(void **)&s->q, (size_t)C * A, 4},
+        {(void **)&s->k, (size_t)C * KV, 4},
+        {(void **)&s->v, (size_t)C * KV, 4},
+        {(void **)&s->g, (size_t)C * A, 4},
+        {(void **)&s->att, (size_t)C * A, 4},
+        {(void **)&s->o, (size_t)C * d, 4},
+        {(void **)&s->mlp, (size_t)c->hada_n, 4},
+        {(void **)&s->phi_pre, (size_t)C * n, 4},
+        {(void **)&s->phi_post, (size_t)C * n, 4},
+        {(void **)&s->phi_res, (size_t)C * n * n, 4},
+        {(void **)&s->fin, (size_t)C * d, 4},
+        {(void **)&s->eng_e, (size_t)C * (esub > 0 ? esub : 1), 4},
+        {(void **)&s->eng_k, (size_t)(sites ? sites : 1) * C * d, 4},
+        {(void **)&s->eng_v, (size_t)(sites ? sites : 1) * C * d, 4},
+        {(void **)&s->eng_raw, (size_t)C * d, 4},
+        {(void **)&s->rope_cs, (size_t)C * c->head_dim, 4},
+        {(void **)&s->work, s->work_floats + 16, 4},
+        {(void **)&s->cache_pos, (size_t)s->cache_slots, 4},
+        {(void **)&s->tok_hist, (size_t)s->hist_len, 4},
+        {(void **)&s->rows, (size_t)C * (c->num_tables > 0 ? c->num_tables : 1), 4},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i].n * parts[i].size + 63) & ~(size_t)63;
+    s->block = aligned_alloc(64, total);
+    if (!s->block) {
+        free(s);
+        return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory (%zu bytes)", total);
+    }
+    s->block_bytes = total;
+    char *p = s->block;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        *parts[i].p = parts[i].n ? p : NULL;
+        p += (parts[i].n * parts[i].size + 63) & ~(size_t)63;
+    }
+    nd_state_reset(s);
+    *out = s;
+    return 0;
+}
+
+void nd_state_free(nd_state *s)
+{
+    if (!s) return;
+    free(s->block);
+    free(s);
+}
+
+void nd_state_reset(nd_state *s)
+{
+    s->pos = 0;
+    for (int i = 0; i < s->cache_slots; i++) s->cache_pos[i] = -1;
+    for (int i = 0; i < s->hist_len; i++) s->tok_hist[i] = 0;
+}
+
+int nd_state_set_sinks(nd_state *s, int sinks, needle_error *err)
+{
+    if (s->pos != 0) return nd_errorf(err, NEEDLE_ESTATE, "session: sinks can only change before the first token");
+    if (sinks < 0 || sinks > s->cache_slots - s->window)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: %d sinks exceed the %d reserved at creation (nd_state_options.sinks)", sinks,
+                         s->cache_slots - s->window);
+    s->sinks = sinks; /* the window is a property of the mask and stays */
+    return 0;
+}
+
+int nd_state_position(const nd_state *s) { return s->pos; }
+int nd_state_window(const nd_state *s) { return s->window; }
+int nd_state_sinks(const nd_state *s) { return s->sinks; }
+size_t nd_state_bytes(const nd_state *s) { return s->block_bytes + sizeof *s; }

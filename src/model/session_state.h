@@ -1,0 +1,47 @@
+/* session_state.h - the inside of an nd_state (shared by session_state.c,
+ * which owns its memory, and forward.c, which computes with it). */
+#ifndef ND_SESSION_STATE_H
+#define ND_SESSION_STATE_H
+
+#include "model/forward.h"
+
+/* Engram value taps reach back 3 dilations: v_{t - j*D}, j = 0..3. */
+#define ND_ENGRAM_TAPS 4
+
+struct nd_state {
+    const nd_model *m;
+    int window, sinks, max_chunk;
+    int pos; /* next absolute position */
+
+    /* KV cache: cache_slots = sinks + min(window, ...) slots per layer.
+     * Position p < sinks lives in slot p; later ones in sinks + (p - sinks) % window. */
+    int cache_slots;
+    int *cache_pos;  /* position in each slot, -1 = empty (same for every layer) */
+    int kv_bits;     /* 32 or 8 */
+    float *k_cache;  /* kv_bits 32: [L][cache_slots][KV] */
+    float *v_cache;
+    int8_t *k_cache8, *v_cache8; /* kv_bits 8: [L][cache_slots][KV] */
+    float *k_scale, *v_scale;    /* kv_bits 8: [L][cache_slots][KV / ND_KV_GROUP] */
+
+    /* engram history: the last D tokens, and per site the last 3D+1 raw
+     * value vectors v_t (so decoding never recomputes older projections) */
+    int hist_len;     /* D */
+    int *tok_hist;    /* [D], position p at p % D */
+    int vhist_len;    /* 3D + 1 */
+    float *v_hist;    /* [sites][vhist_len][d], position p at p % vhist_len */
+
+    /* scratch for one chunk of up to max_chunk tokens */
+    float *x0, *X, *xh, *u, *b, *h, *q, *k, *v, *g, *att, *o, *mlp, *phi_pre, *phi_post, *phi_res, *fin;
+    float *eng_e, *eng_k, *eng_v, *eng_raw; /* eng_k/eng_v: [sites][C][d] */
+    float *rope_cs; /* [C][head_dim] cos|sin */
+    int *rows;      /* [C * max(1, T_e)] gather indices */
+    float *work;
+    size_t work_floats;
+
+    void *block; /* the one allocation everything above lives in */
+    size_t block_bytes;
+};
+
+int nd_state_slot_of(const nd_state *s, int pos);
+
+#endif

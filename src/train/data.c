@@ -1,0 +1,183 @@
+/* data.c - JSONL fine-tuning rows to ids and loss masks. */
+#include "train/data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/json.h"
+#include "text/chat.h"
+
+/* A field that is JSON, or a string holding JSON: write it compact + ASCII. */
+static int compact_json_field(const nd_json *v, const char *field, const char *where, nd_buf *out,
+                              needle_error *err)
+{
+    if (v->type == ND_JSON_STRING) {
+        nd_json *inner = NULL;
+        int rc = nd_json_parse(v->str, v->len, NULL, &inner, err);
+        if (rc) return nd_errorf(err, NEEDLE_EJSON, "%s: field \"%s\" is a string but not JSON", where, field);
+        nd_json_write(out, inner, 1);
+        nd_json_free(inner);
+    } else {
+        nd_json_write(out, v, 1);
+    }
+    return out->oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where) : 0;
+}
+
+static const char *opt_string(const nd_json *obj, const char *key, int *bad)
+{
+    const nd_json *v = nd_json_get(obj, key);
+    if (!v || v->type == ND_JSON_NULL) return "";
+    if (v->type != ND_JSON_STRING || strlen(v->str) != v->len) { *bad = 1; return ""; }
+    return v->str;
+}
+
+int nd_example_from_json_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, nd_example *ex,
+                              needle_error *err)
+{
+    memset(ex, 0, sizeof *ex);
+    nd_json *row = NULL;
+    int rc = nd_json_parse(line, len, NULL, &row, err);
+    if (rc) return rc;
+    nd_buf tools, answers;
+    nd_buf_init(&tools);
+    nd_buf_init(&answers);
+    nd_ids ids, mask;
+    nd_ids_init(&ids);
+    nd_ids_init(&mask);
+    const nd_json *q = nd_json_get(row, "query"), *t = nd_json_get(row, "tools");
+    const nd_json *a = nd_json_get(row, "answers");
+    if (!a) a = nd_json_get(row, "function_calls");
+    int bad = 0;
+    const char *reasoning = opt_string(row, "reasoning", &bad), *system = opt_string(row, "system", &bad);
+    if (row->type != ND_JSON_OBJECT) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: the row is not a JSON object", where);
+    else if (!q || q->type != ND_JSON_STRING || strlen(q->str) != q->len)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"query\" missing or not a string", where);
+    else if (!t) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"tools\" missing", where);
+    else if (!a) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"answers\" (or \"function_calls\") missing", where);
+    else if (bad) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" must be strings", where);
+    if (!rc) rc = compact_json_field(t, "tools", where, &tools, err);
+    if (!rc) rc = compact_json_field(a, "answers", where, &answers, err);
+    if (!rc) {
+        nd_chat_example ce = {system, tools.data, q->str, reasoning, answers.data};
+        rc = nd_chat_build_ids(tok, &ce, &ids, &mask, NULL, err);
+    }
+    if (!rc && ids.len > (size_t)1 << 24) rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: row too long", where);
+    if (!rc) {
+        ex->len = (int)ids.len;
+        ex->ids = malloc(sizeof(int32_t) * ids.len);
+        ex->mask = malloc(ids.len);
+        if (!ex->ids || !ex->mask) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+        for (size_t i = 0; !rc && i < ids.len; i++) {
+            ex->ids[i] = ids.data[i];
+            ex->mask[i] = mask.data[i] ? 1 : 0;
+        }
+        if (rc) { free(ex->ids); free(ex->mask); memset(ex, 0, sizeof *ex); }
+    }
+    nd_ids_free(&ids);
+    nd_ids_free(&mask);
+    nd_buf_free(&tools);
+    nd_buf_free(&answers);
+    nd_json_free(row);
+    return rc;
+}
+
+static int push_example(nd_dataset *ds, const nd_example *ex)
+{
+    if (ds->n == ds->cap) {
+        int cap = ds->cap ? ds->cap * 2 : 64;
+        nd_example *p = realloc(ds->ex, sizeof *p * (size_t)cap);
+        if (!p) return NEEDLE_ENOMEM;
+        ds->ex = p;
+        ds->cap = cap;
+    }
+    ds->ex[ds->n++] = *ex;
+    return 0;
+}
+
+int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE *report, nd_dataset *ds,
+                          needle_error *err)
+{
+    memset(ds, 0, sizeof *ds);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = nd_read_file(path, &text, &len, err);
+    if (rc) return rc;
+    size_t at = 0;
+    int line_no = 0;
+    while (at < len) {
+        size_t end = at;
+        while (end < len && text[end] != '\n') end++;
+        line_no++;
+        size_t n = end - at;
+        if (n && text[at + n - 1] == '\r') n--;
+        int blank = 1;
+        for (size_t i = 0; i < n && blank; i++) blank = text[at + i] == ' ' || text[at + i] == '\t';
+        if (!blank) {
+            ds->lines++;
+            char where[4200];
+            snprintf(where, sizeof where, "%s:%d", path, line_no);
+            nd_example ex;
+            needle_error e2;
+            int r = nd_example_from_json_line(text + at, n, where, tok, &ex, &e2);
+            if (r == NEEDLE_ENOMEM) { rc = nd_errorf(err, r, "%s", e2.message); break; }
+            if (r) {
+                ds->malformed++;
+                if (report) fprintf(report, "%s: skipped: %s\n", where, e2.message);
+            } else if (ex.len > max_len) {
+                ds->too_long++;
+                if (report) fprintf(report, "%s: skipped: %d tokens > --max-len %d\n", where, ex.len, max_len);
+                free(ex.ids);
+                free(ex.mask);
+            } else if (push_example(ds, &ex)) {
+                free(ex.ids);
+                free(ex.mask);
+                rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+                break;
+            } else if (ex.len > ds->max_len_seen) {
+                ds->max_len_seen = ex.len;
+            }
+        }
+        at = end + 1;
+    }
+    free(text);
+    if (!rc && ds->n == 0) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: no usable rows (%d lines, %d malformed)", path,
+                                          ds->lines, ds->malformed);
+    if (rc) nd_dataset_free(ds);
+    return rc;
+}
+
+void nd_dataset_free(nd_dataset *ds)
+{
+    for (int i = 0; i < ds->n; i++) {
+        free(ds->ex[i].ids);
+        free(ds->ex[i].mask);
+    }
+    free(ds->ex);
+    memset(ds, 0, sizeof *ds);
+}
+
+int nd_bucket_len(int longest, int max_len)
+{
+    int t = 128;
+    while (t < longest && t < (1 << 30)) t <<= 1;
+    return t < max_len ? t : max_len;
+}
+
+long nd_make_batch(const nd_dataset *ds, const int *idx, int n, int B, int T, int pad_id, int32_t *ids,
+                   int32_t *targets)
+{
+    long real = 0;
+    for (int b = 0; b < B; b++) {
+        const nd_example *ex = b < n ? &ds->ex[idx[b]] : NULL;
+        int len = ex ? (ex->len < T ? ex->len : T) : 0;
+        real += len;
+        for (int t = 0; t < T; t++) {
+            ids[(size_t)b * T + t] = t < len ? ex->ids[t] : pad_id;
+            targets[(size_t)b * T + t] = t + 1 < len && ex->mask[t + 1] ? ex->ids[t + 1] : -1;
+        }
+    }
+    return real;
+}

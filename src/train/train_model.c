@@ -1,0 +1,682 @@
+/* train_model.c - parameter table, activation plan, batched forward + backward. */
+#include "train/train_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "train/train_ops.h"
+
+#define BLK "stack.layers.block."
+
+/* ---- activation plan ------------------------------------------------------ */
+struct nd_train_act {
+    int B, T;
+    size_t floats;
+    float *slab;
+    float *X; /* (L+1) * N * n*d: the lanes entering each layer, then the final lanes */
+    /* one layer of forward scratch */
+    float *xh, *xh_r, *hp, *hq, *hr, *p, *qv, *P, *u;
+    float *e, *ek, *ev, *evc, *eg, *eru, *erk, *b;
+    float *h1, *h1_r, *q, *k, *v, *gp, *qn, *qn_r, *kn, *kn_r, *qr, *kr, *probs, *o, *og, *att, *a2, *a2_r;
+    float *b2, *h3, *h3_r, *z1, *z2, *b3, *y, *xa[ND_LORA_TARGETS];
+    float *mean, *f, *f_r;
+    /* backward scratch */
+    float *dXa, *dXb, *dxh, *dhp, *dhq, *dhr, *dy, *du, *db, *db2, *dh1, *dq, *dk, *dv, *dgp, *dqn, *dkn;
+    float *dqr, *dkr, *do_, *dog, *datt, *da2, *dh3, *de, *dek, *dev, *devc, *dlr, *dmean, *df;
+    float *eok, *rope_cos, *rope_sin;
+    int32_t *eidx, *ids;
+};
+
+/* Assign (or just count, when slab is NULL) every buffer of the plan. */
+static size_t plan_layout(nd_train_act *a, const nd_train_model *m, int B, int T, float *slab)
+{
+    const nd_config *c = &m->cfg;
+    size_t N = (size_t)B * T, d = (size_t)c->d_model, n = (size_t)c->mhc_lanes, nd = n * d;
+    size_t A = (size_t)c->attn_dim, KV = (size_t)c->kv_dim, Nh = (size_t)c->hada_n;
+    size_t TS = (size_t)c->num_tables * (size_t)c->engram_sub, r = (size_t)(m->lora_rank > 0 ? m->lora_rank : 0);
+    size_t H = (size_t)c->num_heads, KVH = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
+    size_t off = 0;
+#define TAKE(field, count)                                          \
+    do {                                                            \
+        if (slab) a->field = slab + off;                            \
+        off += ((size_t)(count) + 15) & ~(size_t)15; /* 64 B */     \
+    } while (0)
+    TAKE(X, (size_t)(c->num_layers + 1) * N * nd);
+    TAKE(xh, N * nd); TAKE(xh_r, N); TAKE(hp, N * n); TAKE(hq, N * n); TAKE(hr, N * n * n);
+    TAKE(p, N * n); TAKE(qv, N * n); TAKE(P, N * n * n); TAKE(u, N * d);
+    TAKE(e, N * TS); TAKE(ek, N * d); TAKE(ev, N * d); TAKE(evc, N * d); TAKE(eg, N); TAKE(eru, N); TAKE(erk, N);
+    TAKE(b, N * d); TAKE(h1, N * d); TAKE(h1_r, N);
+    TAKE(q, N * A); TAKE(k, N * KV); TAKE(v, N * KV); TAKE(gp, N * A);
+    TAKE(qn, N * A); TAKE(qn_r, N * H); TAKE(kn, N * KV); TAKE(kn_r, N * KVH); TAKE(qr, N * A); TAKE(kr, N * KV);
+    TAKE(probs, (size_t)B * H * T * T); TAKE(o, N * A); TAKE(og, N * A); TAKE(att, N * d);
+    TAKE(a2, N * d); TAKE(a2_r, N); TAKE(b2, N * d); TAKE(h3, N * d); TAKE(h3_r, N);
+    TAKE(z1, N * Nh); TAKE(z2, N * Nh); TAKE(b3, N * d); TAKE(y, N * d);
+    for (int t = 0; t < ND_LORA_TARGETS; t++) TAKE(xa[t], N * r);
+    TAKE(mean, N * d); TAKE(f, N * d); TAKE(f_r, N);
+    TAKE(dXa, N * nd); TAKE(dXb, N * nd); TAKE(dxh, N * nd); TAKE(dhp, N * n); TAKE(dhq, N * n);
+    TAKE(dhr, N * n * n); TAKE(dy, N * d); TAKE(du, N * d); TAKE(db, N * d); TAKE(db2, N * d); TAKE(dh1, N * d);
+    TAKE(dq, N * A); TAKE(dk, N * KV); TAKE(dv, N * KV); TAKE(dgp, N * A); TAKE(dqn, N * A); TAKE(dkn, N * KV);
+    TAKE(dqr, N * A); TAKE(dkr, N * KV); TAKE(do_, N * A); TAKE(dog, N * A); TAKE(datt, N * d); TAKE(da2, N * d);
+    TAKE(dh3, N * d); TAKE(de, N * TS); TAKE(dek, N * d); TAKE(dev, N * d); TAKE(devc, N * d);
+    TAKE(dlr, N * r); TAKE(dmean, N * d); TAKE(df, N * d);
+    TAKE(eok, N * (size_t)c->num_tables);
+    TAKE(rope_cos, (size_t)T * hd / 2); TAKE(rope_sin, (size_t)T * hd / 2);
+#undef TAKE
+    /* the int32 arrays go at the end, in float-sized cells */
+    if (slab) a->eidx = (int32_t *)(slab + off);
+    off += N * (size_t)c->num_tables;
+    if (slab) a->ids = (int32_t *)(slab + off);
+    off += N;
+    return off;
+}
+
+int nd_train_plan(nd_train_model *m, int B, int T, needle_error *err)
+{
+    if (B <= 0 || T <= 0 || T > m->cfg.max_seq_len)
+        return nd_errorf(err, NEEDLE_EINVAL, "train: batch %d x %d outside 1..max_seq_len %d", B, T,
+                         m->cfg.max_seq_len);
+    if (m->act && m->act->B == B && m->act->T == T) return 0;
+    nd_train_act probe;
+    size_t need = plan_layout(&probe, m, B, T, NULL);
+    if (need > ((size_t)1 << 40))
+        return nd_errorf(err, NEEDLE_ELIMIT, "train: activations for %d x %d would need %zu floats", B, T, need);
+    nd_train_act *a = calloc(1, sizeof *a);
+    float *slab = a ? calloc(need, sizeof(float)) : NULL;
+    if (!slab) {
+        free(a);
+        return nd_errorf(err, NEEDLE_ENOMEM, "train: cannot allocate %zu MB of activations for %d x %d",
+                         need * 4 >> 20, B, T);
+    }
+    if (m->act) { free(m->act->slab); free(m->act); }
+    plan_layout(a, m, B, T, slab);
+    a->slab = slab;
+    a->floats = need;
+    a->B = B;
+    a->T = T;
+    nd_op_rope_tables(a->rope_cos, a->rope_sin, T, m->cfg.head_dim, m->cfg.rope_theta);
+    m->act = a;
+    return 0;
+}
+
+/* ---- parameter table ------------------------------------------------------ */
+static int add_tensor(nd_train_model *m, int cap, int role, const char *name, int ndim, int64_t s0, int64_t s1,
+                      int64_t s2)
+{
+    if (m->n_tensors >= cap) return -1;
+    nd_tensor_info *t = &m->tensors[m->n_tensors];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = s0; t->shape[1] = s1; t->shape[2] = s2; t->shape[3] = 1;
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) count *= (size_t)t->shape[i];
+    t->count = count;
+    t->offset = m->n_params;
+    m->n_params += (count + 15) & ~(size_t)15;
+    t->role = role;
+    if (role >= 0) m->role_index[role] = m->n_tensors;
+    m->n_tensors++;
+    return 0;
+}
+
+int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error *err)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    const nd_config *c = &m->cfg;
+    if (c->mhc_lanes < 1 || c->mhc_lanes > ND_MAX_LANES)
+        return nd_errorf(err, NEEDLE_EUNSUPPORTED, "train: mhc_lanes %d outside 1..%d", c->mhc_lanes, ND_MAX_LANES);
+    if (c->head_dim % 2 || c->hada_n < c->d_model)
+        return nd_errorf(err, NEEDLE_EINVAL, "train: head_dim %d must be even", c->head_dim);
+    for (int i = 0; i < TP_COUNT; i++) m->role_index[i] = -1;
+    int cap = 64;
+    m->tensors = calloc((size_t)cap, sizeof *m->tensors);
+    if (!m->tensors) return nd_errorf(err, NEEDLE_ENOMEM, "train: out of memory for the tensor table");
+    int64_t L = c->num_layers, d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim;
+    int64_t n = c->mhc_lanes, Nh = c->hada_n;
+    add_tensor(m, cap, TP_EMB, "embedding.embedding", 2, c->vocab_size, d, 1);
+    add_tensor(m, cap, TP_NORM_IN, BLK "ZCRMSNorm_0.scale", 2, L, d, 1);
+    add_tensor(m, cap, TP_Q, BLK "self_attn.q_proj.kernel", 3, L, d, A);
+    add_tensor(m, cap, TP_K, BLK "self_attn.k_proj.kernel", 3, L, d, KV);
+    add_tensor(m, cap, TP_V, BLK "self_attn.v_proj.kernel", 3, L, d, KV);
+    add_tensor(m, cap, TP_GATE, BLK "self_attn.gate_proj.kernel", 3, L, d, A);
+    add_tensor(m, cap, TP_OUT, BLK "self_attn.out_proj.kernel", 3, L, A, d);
+    add_tensor(m, cap, TP_QN, BLK "self_attn.q_norm.scale", 2, L, hd, 1);
+    add_tensor(m, cap, TP_KN, BLK "self_attn.k_norm.scale", 2, L, hd, 1);
+    add_tensor(m, cap, TP_POSTN, BLK "post_attn_norm.scale", 2, L, d, 1);
+    add_tensor(m, cap, TP_PREH, BLK "pre_hada_norm.scale", 2, L, d, 1);
+    add_tensor(m, cap, TP_AGATE, BLK "attn_gate", 1, L, 1, 1);
+    add_tensor(m, cap, TP_D1, BLK "hadamard_mlp.d1", 2, L, Nh, 1);
+    add_tensor(m, cap, TP_D2, BLK "hadamard_mlp.d2", 2, L, Nh, 1);
+    add_tensor(m, cap, TP_D3, BLK "hadamard_mlp.d3", 2, L, Nh, 1);
+    add_tensor(m, cap, TP_PHI_PRE, "stack.mhc_phi_pre", 3, L, n * d, n);
+    add_tensor(m, cap, TP_PHI_POST, "stack.mhc_phi_post", 3, L, n * d, n);
+    add_tensor(m, cap, TP_PHI_RES, "stack.mhc_phi_res", 3, L, n * d, n * n);
+    add_tensor(m, cap, TP_B_PRE, "stack.mhc_b_pre", 2, L, n, 1);
+    add_tensor(m, cap, TP_B_POST, "stack.mhc_b_post", 2, L, n, 1);
+    add_tensor(m, cap, TP_B_RES, "stack.mhc_b_res", 3, L, n, n);
+    add_tensor(m, cap, TP_A_PRE, "stack.mhc_a_pre", 1, L, 1, 1);
+    add_tensor(m, cap, TP_A_POST, "stack.mhc_a_post", 1, L, 1, 1);
+    add_tensor(m, cap, TP_A_RES, "stack.mhc_a_res", 1, L, 1, 1);
+    add_tensor(m, cap, TP_FINAL, "stack.final_norm.scale", 1, d, 1, 1);
+    int64_t Te = c->num_tables, sub = c->engram_sub;
+    for (int s = 0; s < c->num_sites; s++) {
+        char name[96];
+        snprintf(name, sizeof name, "engrams_%d.embedding", s);
+        add_tensor(m, cap, TP_SITE0 + 4 * s + 0, name, 3, Te, c->engram_slots, sub);
+        snprintf(name, sizeof name, "engrams_%d.key_proj.kernel", s);
+        add_tensor(m, cap, TP_SITE0 + 4 * s + 1, name, 2, Te * sub, d, 1);
+        snprintf(name, sizeof name, "engrams_%d.value_proj.kernel", s);
+        add_tensor(m, cap, TP_SITE0 + 4 * s + 2, name, 2, Te * sub, d, 1);
+        snprintf(name, sizeof name, "engrams_%d.taps", s);
+        add_tensor(m, cap, TP_SITE0 + 4 * s + 3, name, 2, 4, d, 1);
+    }
+    /* heads: carried (not trained) so a --full checkpoint keeps them */
+    add_tensor(m, cap, -1, "contrastive_head.probes", 2, 4, d, 1);
+    add_tensor(m, cap, -1, "contrastive_head.proj.kernel", 2, 4 * d, c->contrastive_dim, 1);
+    add_tensor(m, cap, -1, "contrastive_head.log_temp", 1, 1, 1, 1);
+    add_tensor(m, cap, -1, "confidence_head.probes", 2, 8, d, 1);
+    add_tensor(m, cap, -1, "confidence_head.proj.kernel", 2, 8 * d, 1, 1);
+    add_tensor(m, cap, -1, "confidence_head.proj.bias", 1, 1, 1, 1);
+    m->params = calloc(m->n_params, sizeof(float));
+    if (!m->params) {
+        free(m->tensors);
+        m->tensors = NULL;
+        return nd_errorf(err, NEEDLE_ENOMEM, "train: cannot allocate %zu MB of parameters", m->n_params * 4 >> 20);
+    }
+    return 0;
+}
+
+int nd_train_find(const nd_train_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return i;
+    return -1;
+}
+
+void nd_train_model_free(nd_train_model *m)
+{
+    if (m->act) { free(m->act->slab); free(m->act); }
+    free(m->tensors);
+    free(m->params);
+    free(m->grads);
+    free(m->lora);
+    free(m->lora_grads);
+    memset(m, 0, sizeof *m);
+}
+
+static void fill_normal(float *p, size_t n, double std, nd_rng *r) { nd_rng_fill_normal(r, p, n, 0.0f, (float)std); }
+
+void nd_train_model_init_reference(nd_train_model *m, uint64_t seed)
+{
+    nd_rng r;
+    nd_rng_seed(&r, seed);
+    const nd_config *c = &m->cfg;
+    int L = c->num_layers, n = c->mhc_lanes, d = c->d_model;
+    double small = 0.02 / sqrt(2.0 * L);
+    for (int i = 0; i < m->n_tensors; i++) {
+        nd_tensor_info *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        int role = t->role;
+        memset(p, 0, sizeof(float) * t->count);
+        if (role == TP_OUT || (role >= TP_SITE0 && (role - TP_SITE0) % 4 == 2)) fill_normal(p, t->count, small, &r);
+        else if (role == TP_D1 || role == TP_D2) for (size_t j = 0; j < t->count; j++) p[j] = 1.0f;
+        else if (role == TP_D3) for (size_t j = 0; j < t->count; j++) p[j] = 0.02f;
+        else if (role == TP_A_PRE || role == TP_A_POST || role == TP_A_RES)
+            for (size_t j = 0; j < t->count; j++) p[j] = 0.01f;
+        else if (role == TP_B_RES)
+            for (int l = 0; l < L; l++) for (int a = 0; a < n; a++) p[((size_t)l * n + a) * n + a] = 4.0f;
+        else if (role >= TP_SITE0 && (role - TP_SITE0) % 4 == 3)
+            for (int j = 0; j < d; j++) p[j] = 1.0f;
+        else if (role == TP_NORM_IN || role == TP_QN || role == TP_KN || role == TP_POSTN || role == TP_PREH ||
+                 role == TP_AGATE || role == TP_B_PRE || role == TP_B_POST || role == TP_FINAL)
+            ; /* zeros */
+        else fill_normal(p, t->count, 0.02, &r); /* kernels, embeddings, tables, heads */
+    }
+}
+
+/* ---- LoRA / full ----------------------------------------------------------- */
+static const int lora_roles[ND_LORA_TARGETS] = {TP_Q, TP_K, TP_V, TP_GATE, TP_OUT};
+
+const char *nd_train_lora_target_name(int t)
+{
+    static const char *names[ND_LORA_TARGETS] = {
+        BLK "self_attn.q_proj.kernel", BLK "self_attn.k_proj.kernel", BLK "self_attn.v_proj.kernel",
+        BLK "self_attn.gate_proj.kernel", BLK "self_attn.out_proj.kernel"};
+    return t >= 0 && t < ND_LORA_TARGETS ? names[t] : "";
+}
+
+void nd_train_lora_dims(const nd_train_model *m, int t, int *in, int *out)
+{
+    const nd_tensor_info *ti = &m->tensors[m->role_index[lora_roles[t]]];
+    *in = (int)ti->shape[1];
+    *out = (int)ti->shape[2];
+}
+
+int nd_train_lora_create(nd_train_model *m, int rank, float alpha, uint64_t seed, needle_error *err)
+{
+    if (rank <= 0 || rank > 4096) return nd_errorf(err, NEEDLE_EINVAL, "train: LoRA rank %d outside 1..4096", rank);
+    size_t L = (size_t)m->cfg.num_layers, total = 0;
+    for (int t = 0; t < ND_LORA_TARGETS; t++) {
+        int in, out;
+        nd_train_lora_dims(m, t, &in, &out);
+        m->lora_a_off[t] = total;
+        total += L * (size_t)in * rank;
+        m->lora_b_off[t] = total;
+        total += L * (size_t)rank * out;
+    }
+    float *w = calloc(total, sizeof(float)), *g = calloc(total, sizeof(float));
+    if (!w || !g) {
+        free(w); free(g);
+        return nd_errorf(err, NEEDLE_ENOMEM, "train: cannot allocate LoRA weights (%zu floats)", total);
+    }
+    free(m->lora); free(m->lora_grads);
+    m->lora = w;
+    m->lora_grads = g;
+    m->n_lora = total;
+    m->lora_rank = rank;
+    m->lora_scale = alpha / (float)rank;
+    /* A ~ N(0,1)/r, B = 0 (SPEC 9): the adapter starts as the identity */
+    nd_rng r;
+    nd_rng_seed_stream(&r, seed, 0x10AA);
+    for (int t = 0; t < ND_LORA_TARGETS; t++) {
+        int in, out;
+        nd_train_lora_dims(m, t, &in, &out);
+        fill_normal(w + m->lora_a_off[t], L * (size_t)in * rank, 1.0 / rank, &r);
+    }
+    if (m->act) { free(m->act->slab); free(m->act); m->act = NULL; } /* plan depends on rank */
+    return 0;
+}
+
+int nd_train_enable_full(nd_train_model *m, needle_error *err)
+{
+    if (m->grads) return 0;
+    m->grads = calloc(m->n_params, sizeof(float));
+    if (!m->grads) return nd_errorf(err, NEEDLE_ENOMEM, "train: cannot allocate gradients (%zu MB)", m->n_params * 4 >> 20);
+    m->full = 1;
+    return 0;
+}
+
+/* ---- forward --------------------------------------------------------------- */
+#define PL(role, l, per) (nd_train_param(m, role) + (size_t)(l) * (per))
+#define GL(role, l, per) (m->grads ? m->grads + m->tensors[m->role_index[role]].offset + (size_t)(l) * (per) : NULL)
+
+static int site_of_layer(const nd_config *c, int l)
+{
+    for (int s = 0; s < c->num_sites; s++)
+        if (c->engram_layers[s] == l) return s;
+    return -1;
+}
+
+/* y = x W_l (+ scale * (x A_l) B_l); xa keeps scale * x A_l for the backward. */
+static void proj_fwd(nd_train_model *m, int t, int l, float *y, const float *x, float *xa, int N)
+{
+    int in, out, r = m->lora_rank;
+    nd_train_lora_dims(m, t, &in, &out);
+    nd_op_matmul_fwd(m->pool, y, x, PL(lora_roles[t], l, (size_t)in * out), N, in, out, 0);
+    if (m->lora) {
+        const float *A = m->lora + m->lora_a_off[t] + (size_t)l * in * r;
+        const float *B = m->lora + m->lora_b_off[t] + (size_t)l * r * out;
+        nd_op_matmul_fwd(m->pool, xa, x, A, N, in, r, 0);
+        for (size_t i = 0; i < (size_t)N * r; i++) xa[i] *= m->lora_scale;
+        nd_op_matmul_fwd(m->pool, y, xa, B, N, r, out, 1);
+    }
+}
+
+static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy, const float *x, const float *xa,
+                     int N)
+{
+    int in, out, r = m->lora_rank;
+    nd_train_lora_dims(m, t, &in, &out);
+    size_t per = (size_t)in * out;
+    nd_op_matmul_bwd(m->pool, dx, GL(lora_roles[t], l, per), dy, x, PL(lora_roles[t], l, per), N, in, out);
+    if (m->lora) {
+        const float *A = m->lora + m->lora_a_off[t] + (size_t)l * in * r;
+        const float *B = m->lora + m->lora_b_off[t] + (size_t)l * r * out;
+        float *dA = m->lora_grads + m->lora_a_off[t] + (size_t)l * in * r;
+        float *dB = m->lora_grads + m->lora_b_off[t] + (size_t)l * r * out;
+        float *dxa = m->act->dlr;
+        memset(dxa, 0, sizeof(float) * (size_t)N * r);
+        nd_op_matmul_bwd(m->pool, dxa, dB, dy, xa, B, N, r, out);
+        for (size_t i = 0; i < (size_t)N * r; i++) dxa[i] *= m->lora_scale;
+        nd_op_matmul_bwd(m->pool, dx, dA, dxa, x, A, N, in, r);
+    }
+}
+
+static inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* Block(b) -> b3 (SPEC 4), everything kept in the act scratch. */
+static void block_fwd(nd_train_model *m, int l, int N)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
+    int Nh = c->hada_n;
+    nd_op_zcrms_fwd(a->h1, a->h1_r, a->b, PL(TP_NORM_IN, l, d), N, d, 1);
+    proj_fwd(m, 0, l, a->q, a->h1, a->xa[0], N);
+    proj_fwd(m, 1, l, a->k, a->h1, a->xa[1], N);
+    proj_fwd(m, 2, l, a->v, a->h1, a->xa[2], N);
+    proj_fwd(m, 3, l, a->gp, a->h1, a->xa[3], N);
+    nd_op_zcrms_fwd(a->qn, a->qn_r, a->q, PL(TP_QN, l, hd), N, A, H);
+    nd_op_zcrms_fwd(a->kn, a->kn_r, a->k, PL(TP_KN, l, hd), N, KV, KVH);
+    nd_op_rope_fwd(a->qr, a->qn, a->rope_cos, a->rope_sin, N, a->T, H, hd);
+    nd_op_rope_fwd(a->kr, a->kn, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
+    nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd);
+    nd_op_sigmoid_gate_fwd(a->og, a->o, a->gp, (size_t)N * A);
+    proj_fwd(m, 4, l, a->att, a->og, a->xa[4], N);
+    nd_op_zcrms_fwd(a->a2, a->a2_r, a->att, PL(TP_POSTN, l, d), N, d, 1);
+    float sg = sigm(PL(TP_AGATE, l, 1)[0]);
+    for (size_t i = 0; i < (size_t)N * d; i++) a->b2[i] = a->b[i] + sg * a->a2[i];
+    nd_op_zcrms_fwd(a->h3, a->h3_r, a->b2, PL(TP_PREH, l, d), N, d, 1);
+    nd_op_hada_mlp_fwd(a->b3, a->z1, a->z2, a->h3, PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
+    for (size_t i = 0; i < (size_t)N * d; i++) a->b3[i] += a->b2[i];
+}
+
+/* Layer l: X (N, n*d) -> Xn (NULL: recompute the scratch only). */
+static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d, home = l % n;
+    nd_op_zcrms_fwd(a->xh, a->xh_r, X, NULL, N, nd, 1);
+    nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(TP_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
+    nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
+    nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);
+    float apre = PL(TP_A_PRE, l, 1)[0], apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
+    const float *bpre = PL(TP_B_PRE, l, n), *bpost = PL(TP_B_POST, l, n), *bres = PL(TP_B_RES, l, n * n);
+    for (int r = 0; r < N; r++) {
+        float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n, *u = a->u + (size_t)r * d;
+        const float *Xr = X + (size_t)r * nd;
+        float R[ND_MAX_LANES * ND_MAX_LANES];
+        for (int i = 0; i < n; i++) {
+            p[i] = sigm(apre * a->hp[(size_t)r * n + i] + bpre[i] + (i == home ? 4.0f : -4.0f));
+            qv[i] = 2.0f * sigm(apost * a->hq[(size_t)r * n + i] + bpost[i] + (i == home ? 0.0f : -4.0f));
+        }
+        for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
+        nd_op_sinkhorn_fwd(a->P + (size_t)r * n * n, R, n);
+        memset(u, 0, sizeof(float) * (size_t)d);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < d; j++) u[j] += p[i] * Xr[(size_t)i * d + j];
+    }
+    int s = site_of_layer(c, l);
+    if (s >= 0) {
+        int TS = c->num_tables * c->engram_sub;
+        nd_op_engram_gather_fwd(a->e, nd_train_param(m, TP_SITE0 + 4 * s), a->eidx, a->eok, N, c->num_tables,
+                                c->engram_slots, c->engram_sub);
+        nd_op_matmul_fwd(m->pool, a->ek, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 1), N, TS, d, 0);
+        nd_op_matmul_fwd(m->pool, a->ev, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 2), N, TS, d, 0);
+        nd_op_taps_fwd(a->evc, a->ev, nd_train_param(m, TP_SITE0 + 4 * s + 3), a->B, a->T, d, c->conv_dilation);
+        nd_op_engram_gate_fwd(a->b, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
+    } else {
+        memcpy(a->b, a->u, sizeof(float) * (size_t)N * d);
+    }
+    block_fwd(m, l, N);
+    for (size_t i = 0; i < (size_t)N * d; i++) a->y[i] = a->b3[i] - a->u[i];
+    if (!Xn) return;
+    for (int r = 0; r < N; r++) {
+        const float *Xr = X + (size_t)r * nd, *P = a->P + (size_t)r * n * n, *y = a->y + (size_t)r * d;
+        float *Xo = Xn + (size_t)r * nd;
+        for (int i = 0; i < n; i++) {
+            float *xo = Xo + (size_t)i * d, qi = a->qv[(size_t)r * n + i];
+            for (int j = 0; j < d; j++) xo[j] = qi * y[j];
+            for (int jj = 0; jj < n; jj++) {
+                float pij = P[i * n + jj];
+                const float *xs = Xr + (size_t)jj * d;
+                for (int j = 0; j < d; j++) xo[j] += pij * xs[j];
+            }
+        }
+    }
+}
+
+static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int N = B * T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
+    memcpy(a->ids, ids, sizeof(int32_t) * (size_t)N);
+    nd_op_engram_index(a->eidx, a->eok, ids, B, T, c->engram_orders, c->num_orders, c->engram_heads_eff,
+                       c->engram_slots);
+    const float *E = nd_train_param(m, TP_EMB);
+    float sd = sqrtf((float)d);
+    for (int r = 0; r < N; r++) {
+        int id = ids[r] >= 0 && ids[r] < c->vocab_size ? ids[r] : 0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < d; j++) a->X[(size_t)r * nd + (size_t)i * d + j] = E[(size_t)id * d + j] * sd;
+    }
+    for (int l = 0; l < c->num_layers; l++)
+        layer_fwd(m, l, a->X + (size_t)l * N * nd, a->X + (size_t)(l + 1) * N * nd);
+    const float *XL = a->X + (size_t)c->num_layers * N * nd;
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < d; j++) {
+            float s = 0.0f;
+            for (int i = 0; i < n; i++) s += XL[(size_t)r * nd + (size_t)i * d + j];
+            a->mean[(size_t)r * d + j] = s / (float)n;
+        }
+    nd_op_zcrms_fwd(a->f, a->f_r, a->mean, nd_train_param(m, TP_FINAL), N, d, 1);
+}
+
+int nd_train_forward(nd_train_model *m, const int32_t *ids, int B, int T, needle_error *err)
+{
+    int rc = nd_train_plan(m, B, T, err);
+    if (rc) return rc;
+    forward_all(m, ids, B, T);
+    return 0;
+}
+
+const float *nd_train_hidden(const nd_train_model *m, int row) { return m->act->f + (size_t)row * m->cfg.d_model; }
+
+void nd_train_logits_row(const nd_train_model *m, int row, float *logits)
+{
+    const float *f = nd_train_hidden(m, row), *E = nd_train_param(m, TP_EMB);
+    int d = m->cfg.d_model;
+    for (int v = 0; v < m->cfg.vocab_size; v++) {
+        float s = 0.0f;
+        for (int j = 0; j < d; j++) s += f[j] * E[(size_t)v * d + j];
+        logits[v] = s;
+    }
+}
+
+/* ---- backward -------------------------------------------------------------- */
+#define ZERO(p, count) memset((p), 0, sizeof(float) * (size_t)(count))
+
+/* Given a->dy = d loss / d Block output (b3), leave d loss / d b in a->db. */
+static void block_bwd(nd_train_model *m, int l, int N)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
+    int Nh = c->hada_n;
+    size_t Nd = (size_t)N * d;
+    /* b3 = b2 + mlp(h3), h3 = zcrms(b2) */
+    memcpy(a->db2, a->dy, sizeof(float) * Nd);
+    ZERO(a->dh3, Nd);
+    nd_op_hada_mlp_bwd(a->dh3, GL(TP_D1, l, Nh), GL(TP_D2, l, Nh), GL(TP_D3, l, Nh), a->dy, a->h3, a->z1, a->z2,
+                       PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
+    nd_op_zcrms_bwd(a->db2, GL(TP_PREH, l, d), a->dh3, a->b2, a->h3_r, PL(TP_PREH, l, d), N, d, 1);
+    /* b2 = b + sigmoid(ag) * a2 */
+    float sg = sigm(PL(TP_AGATE, l, 1)[0]);
+    double dsg = 0.0;
+    memcpy(a->db, a->db2, sizeof(float) * Nd);
+    for (size_t i = 0; i < Nd; i++) {
+        a->da2[i] = sg * a->db2[i];
+        dsg += (double)a->db2[i] * a->a2[i];
+    }
+    if (m->grads) GL(TP_AGATE, l, 1)[0] += (float)dsg * sg * (1.0f - sg);
+    ZERO(a->datt, Nd);
+    nd_op_zcrms_bwd(a->datt, GL(TP_POSTN, l, d), a->da2, a->att, a->a2_r, PL(TP_POSTN, l, d), N, d, 1);
+    ZERO(a->dog, (size_t)N * A);
+    proj_bwd(m, 4, l, a->dog, a->datt, a->og, a->xa[4], N);
+    ZERO(a->do_, (size_t)N * A);
+    ZERO(a->dgp, (size_t)N * A);
+    nd_op_sigmoid_gate_bwd(a->do_, a->dgp, a->dog, a->o, a->gp, (size_t)N * A);
+    ZERO(a->dqr, (size_t)N * A);
+    ZERO(a->dkr, (size_t)N * KV);
+    ZERO(a->dv, (size_t)N * KV);
+    nd_op_attention_bwd(m->pool, a->dqr, a->dkr, a->dv, a->do_, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH,
+                        hd);
+    ZERO(a->dqn, (size_t)N * A);
+    ZERO(a->dkn, (size_t)N * KV);
+    nd_op_rope_bwd(a->dqn, a->dqr, a->rope_cos, a->rope_sin, N, a->T, H, hd);
+    nd_op_rope_bwd(a->dkn, a->dkr, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
+    ZERO(a->dq, (size_t)N * A);
+    ZERO(a->dk, (size_t)N * KV);
+    nd_op_zcrms_bwd(a->dq, GL(TP_QN, l, hd), a->dqn, a->q, a->qn_r, PL(TP_QN, l, hd), N, A, H);
+    nd_op_zcrms_bwd(a->dk, GL(TP_KN, l, hd), a->dkn, a->k, a->kn_r, PL(TP_KN, l, hd), N, KV, KVH);
+    ZERO(a->dh1, Nd);
+    proj_bwd(m, 0, l, a->dh1, a->dq, a->h1, a->xa[0], N);
+    proj_bwd(m, 1, l, a->dh1, a->dk, a->h1, a->xa[1], N);
+    proj_bwd(m, 2, l, a->dh1, a->dv, a->h1, a->xa[2], N);
+    proj_bwd(m, 3, l, a->dh1, a->dgp, a->h1, a->xa[3], N);
+    nd_op_zcrms_bwd(a->db, GL(TP_NORM_IN, l, d), a->dh1, a->b, a->h1_r, PL(TP_NORM_IN, l, d), N, d, 1);
+}
+
+/* dXn = d loss / d (layer output); writes d loss / d X (layer input) into dX. */
+static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn, float *dX)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
+    layer_fwd(m, l, X, NULL); /* recompute this layer's scratch */
+    ZERO(dX, (size_t)N * nd);
+    float dP[ND_MAX_LANES * ND_MAX_LANES], dq[ND_MAX_LANES];
+    float apre = PL(TP_A_PRE, l, 1)[0], apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
+    double ga_pre = 0, ga_post = 0, ga_res = 0;
+    float *gb_pre = GL(TP_B_PRE, l, n), *gb_post = GL(TP_B_POST, l, n), *gb_res = GL(TP_B_RES, l, n * n);
+    /* X'_i = sum_j P_ij X_j + q_i y */
+    for (int r = 0; r < N; r++) {
+        const float *Xr = X + (size_t)r * nd, *G = dXn + (size_t)r * nd, *P = a->P + (size_t)r * n * n;
+        const float *y = a->y + (size_t)r * d;
+        float *dXr = dX + (size_t)r * nd, *dy = a->dy + (size_t)r * d;
+        memset(dy, 0, sizeof(float) * (size_t)d);
+        for (int i = 0; i < n; i++) {
+            const float *gi = G + (size_t)i * d;
+            float qi = a->qv[(size_t)r * n + i], s = 0.0f;
+            for (int j = 0; j < d; j++) { s += gi[j] * y[j]; dy[j] += qi * gi[j]; }
+            dq[i] = s;
+            for (int jj = 0; jj < n; jj++) {
+                const float *xj = Xr + (size_t)jj * d;
+                float *dxj = dXr + (size_t)jj * d, pij = P[i * n + jj], t = 0.0f;
+                for (int j = 0; j < d; j++) { t += gi[j] * xj[j]; dxj[j] += pij * gi[j]; }
+                dP[i * n + jj] = t;
+            }
+        }
+        /* post: q = 2 sigmoid(z) -> dz = dq * q (1 - q/2) */
+        for (int i = 0; i < n; i++) {
+            float qi = a->qv[(size_t)r * n + i];
+            float dz = dq[i] * qi * (1.0f - 0.5f * qi);
+            ga_post += (double)dz * a->hq[(size_t)r * n + i];
+            if (gb_post) gb_post[i] += dz;
+            a->dhq[(size_t)r * n + i] = dz * apost;
+        }
+        /* res: Sinkhorn backward */
+        float R[ND_MAX_LANES * ND_MAX_LANES], dR[ND_MAX_LANES * ND_MAX_LANES];
+        const float *bres = PL(TP_B_RES, l, n * n);
+        for (int i = 0; i < n * n; i++) { R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i]; dR[i] = 0.0f; }
+        nd_op_sinkhorn_bwd(dR, dP, R, n);
+        for (int i = 0; i < n * n; i++) {
+            ga_res += (double)dR[i] * a->hr[(size_t)r * n * n + i];
+            if (gb_res) gb_res[i] += dR[i];
+            a->dhr[(size_t)r * n * n + i] = dR[i] * ares;
+        }
+    }
+    /* y = Block(b) - u */
+    block_bwd(m, l, N);
+    size_t Nd = (size_t)N * d;
+    for (size_t i = 0; i < Nd; i++) a->du[i] = -a->dy[i];
+    int s = site_of_layer(c, l);
+    if (s >= 0) {
+        int TS = c->num_tables * c->engram_sub;
+        float *g_tab = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s]].offset : NULL;
+        float *g_key = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 1]].offset : NULL;
+        float *g_val = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 2]].offset : NULL;
+        float *g_taps = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 3]].offset : NULL;
+        ZERO(a->dek, Nd);
+        ZERO(a->devc, Nd);
+        nd_op_engram_gate_bwd(a->du, a->dek, a->devc, a->db, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
+        if (m->grads) {
+            /* the engram branch only feeds parameters: skip it when they are frozen */
+            ZERO(a->dev, Nd);
+            nd_op_taps_bwd(a->dev, g_taps, a->devc, a->ev, nd_train_param(m, TP_SITE0 + 4 * s + 3), a->B, a->T, d,
+                           c->conv_dilation);
+            ZERO(a->de, (size_t)N * TS);
+            nd_op_matmul_bwd(m->pool, a->de, g_key, a->dek, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 1), N, TS, d);
+            nd_op_matmul_bwd(m->pool, a->de, g_val, a->dev, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 2), N, TS, d);
+            nd_op_engram_gather_bwd(g_tab, a->de, a->eidx, a->eok, N, c->num_tables, c->engram_slots,
+                                    c->engram_sub);
+        }
+    } else {
+        for (size_t i = 0; i < Nd; i++) a->du[i] += a->db[i];
+    }
+    /* u = sum_i p_i X_i, p = sigmoid(z) */
+    for (int r = 0; r < N; r++) {
+        const float *Xr = X + (size_t)r * nd, *du = a->du + (size_t)r * d;
+        float *dXr = dX + (size_t)r * nd;
+        for (int i = 0; i < n; i++) {
+            float pi = a->p[(size_t)r * n + i], t = 0.0f;
+            const float *xi = Xr + (size_t)i * d;
+            float *dxi = dXr + (size_t)i * d;
+            for (int j = 0; j < d; j++) { t += du[j] * xi[j]; dxi[j] += pi * du[j]; }
+            float dz = t * pi * (1.0f - pi);
+            ga_pre += (double)dz * a->hp[(size_t)r * n + i];
+            if (gb_pre) gb_pre[i] += dz;
+            a->dhp[(size_t)r * n + i] = dz * apre;
+        }
+    }
+    if (m->grads) {
+        GL(TP_A_PRE, l, 1)[0] += (float)ga_pre;
+        GL(TP_A_POST, l, 1)[0] += (float)ga_post;
+        GL(TP_A_RES, l, 1)[0] += (float)ga_res;
+    }
+    ZERO(a->dxh, (size_t)N * nd);
+    nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_PRE, l, (size_t)nd * n), a->dhp, a->xh,
+                     PL(TP_PHI_PRE, l, (size_t)nd * n), N, nd, n);
+    nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_POST, l, (size_t)nd * n), a->dhq, a->xh,
+                     PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n);
+    nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_RES, l, (size_t)nd * n * n), a->dhr, a->xh,
+                     PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n);
+    nd_op_zcrms_bwd(dX, NULL, a->dxh, X, a->xh_r, NULL, N, nd, 1);
+}
+
+double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+                          int backward, int *n_targets)
+{
+    if (nd_train_plan(m, B, T, NULL)) return NAN;
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int N = B * T, d = c->d_model, n = c->mhc_lanes, nd = n * d, V = c->vocab_size;
+    int count = 0;
+    for (int i = 0; i < N; i++) count += targets[i] >= 0 && targets[i] < V;
+    if (n_targets) *n_targets = count;
+    forward_all(m, ids, B, T);
+    if (!count) return 0.0;
+    float *dE = m->grads ? m->grads + m->tensors[m->role_index[TP_EMB]].offset : NULL;
+    if (!backward) return nd_op_logits_ce(m->pool, NULL, NULL, a->f, nd_train_param(m, TP_EMB), targets, N, d, V, 0);
+    if (m->grads) ZERO(m->grads, m->n_params);
+    if (m->lora_grads) ZERO(m->lora_grads, m->n_lora);
+    ZERO(a->df, (size_t)N * d);
+    double loss = nd_op_logits_ce(m->pool, a->df, dE, a->f, nd_train_param(m, TP_EMB), targets, N, d, V,
+                                  1.0f / (float)count);
+    ZERO(a->dmean, (size_t)N * d);
+    float *g_final = m->grads ? m->grads + m->tensors[m->role_index[TP_FINAL]].offset : NULL;
+    nd_op_zcrms_bwd(a->dmean, g_final, a->df, a->mean, a->f_r, nd_train_param(m, TP_FINAL), N, d, 1);
+    float *dXn = a->dXa, *dX = a->dXb;
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < d; j++) dXn[(size_t)r * nd + (size_t)i * d + j] = a->dmean[(size_t)r * d + j] / n;
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        layer_bwd(m, l, a->X + (size_t)l * N * nd, dXn, dX);
+        float *t = dXn; dXn = dX; dX = t;
+    }
+    if (dE) {
+        float sd = sqrtf((float)d);
+        for (int r = 0; r < N; r++) {
+            int id = ids[r] >= 0 && ids[r] < V ? ids[r] : 0;
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < d; j++) dE[(size_t)id * d + j] += sd * dXn[(size_t)r * nd + (size_t)i * d + j];
+        }
+    }
+    return loss;
+}
