@@ -27,6 +27,12 @@
 
 #define ND_RETRIEVAL_TOP_K 5
 
+/* The head cells (SPEC 4) of ids[0..T) / of [BOS] + enc(text), run with full
+ * attention: *cells is malloc'd, n_cells = T*(L+1) vectors of d_model. */
+int nd_retrieval_cells_ids(const nd_model *net, const int *ids, int T, float **cells, int *n_cells,
+                           needle_error *err);
+int nd_retrieval_cells_text(const nd_model *net, nd_tokenizer *tok, const char *text, float **cells, int *n_cells,
+                            needle_error *err);
 /* The contrastive embedding of ids[0..T) (dim = contrastive head's out_dim). */
 int nd_retrieval_embed_ids(const nd_model *net, const int *ids, int T, float *emb, needle_error *err);
 /* The embedding of [BOS] + enc(text). */

@@ -194,7 +194,21 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
         nd_json_free(tools);
         return nd_errorf(err, NEEDLE_ENOMEM, "tools: out of memory");
     }
+    /* more than five tools and a head to rank them with: embed them now
+     * (or load them from the index), select per conversation */
+    nd_retriever *retr = NULL;
+    if (tools->count > ND_RETRIEVAL_TOP_K && s->model->net->weights.contrastive.present &&
+        (rc = nd_retriever_build(s->model->net, s->model->tok, tools, s->tool_index_path, &retr, err)) != 0) {
+        nd_buf_free(&b);
+        nd_mask_cache_free(mc);
+        nd_grammar_free(g);
+        nd_json_free(tools);
+        return rc;
+    }
     /* only now replace the old tools: a failed call leaves the session as it was */
+    nd_retriever_free(s->retr);
+    s->retr = retr;
+    s->n_selected = 0;
     nd_mask_cache_free(s->masks);
     nd_grammar_free(s->grammar);
     nd_json_free(s->tools);
@@ -206,6 +220,49 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
     s->started = 0;
     s->pending.len = 0;
     s->prefix_len = -1; /* recomputed at the next turn */
+    return 0;
+}
+
+/* Rank the declared tools for the first request of a conversation and
+ * render / compile only the top ones (in declared order), so an unselected
+ * tool is neither shown to the model nor reachable by the grammar. */
+static int select_tools(needle_session *s, const char *query, needle_error *err)
+{
+    int idx[ND_RETRIEVAL_TOP_K];
+    int n = nd_retriever_select(s->retr, s->model->net, s->model->tok, query, ND_RETRIEVAL_TOP_K, idx, err);
+    if (n < 0) return n;
+    if (n == s->n_selected && !memcmp(idx, s->selected, sizeof(int) * (size_t)n)) return 0; /* same block */
+    nd_grammar *g = NULL;
+    int rc = nd_grammar_compile_subset(s->tools, idx, (size_t)n, &g, err);
+    if (rc) return rc;
+    nd_mask_cache *mc = NULL;
+    if ((rc = nd_mask_cache_new(g, s->model->trie, ND_MASK_CACHE_ENTRIES, &mc, err)) != 0) {
+        nd_grammar_free(g);
+        return rc;
+    }
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_buf_putc(&b, '[');
+    for (int i = 0; i < n; i++) {
+        if (i) nd_buf_putc(&b, ',');
+        nd_buf_puts(&b, s->retr->texts[idx[i]]);
+    }
+    nd_buf_putc(&b, ']');
+    if (b.oom) {
+        nd_buf_free(&b);
+        nd_mask_cache_free(mc);
+        nd_grammar_free(g);
+        return nd_errorf(err, NEEDLE_ENOMEM, "tools: out of memory");
+    }
+    nd_mask_cache_free(s->masks);
+    nd_grammar_free(s->grammar);
+    free(s->tools_compact);
+    s->masks = mc;
+    s->grammar = g;
+    s->tools_compact = nd_buf_take(&b);
+    memcpy(s->selected, idx, sizeof(int) * (size_t)n);
+    s->n_selected = n;
+    s->prefix_len = -1;
     return 0;
 }
 
@@ -264,9 +321,10 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     if (!s->logits || !s->mask) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
     if (!rc && opt->system && opt->system[0] && !(s->system = dup_string(opt->system)))
         rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+    if (!rc && opt->tool_index_path && opt->tool_index_path[0] &&
+        !(s->tool_index_path = dup_string(opt->tool_index_path)))
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
     if (!rc) rc = load_tools(s, opt->tools_json, err);
-    /* opt->tool_index_path: a persistent retrieval index is not implemented;
-     * every declared tool is rendered (see the report / README). */
     if (rc) {
         nd_session_free(s);
         return rc;
@@ -283,6 +341,8 @@ void nd_session_free(needle_session *s)
     nd_grammar_free(s->grammar);
     nd_json_free(s->tools);
     free(s->tools_compact);
+    nd_retriever_free(s->retr);
+    free(s->tool_index_path);
     free(s->system);
     nd_sampler_free(&s->sampler);
     nd_ids_free(&s->pending);
@@ -561,9 +621,12 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     }
     int max_new = max_new_tokens > 0 ? max_new_tokens : s->max_new_tokens;
     int has_head = s->model->net->weights.confidence.present;
-    int cells_ok = has_head;
+    int cells_ok = has_head || s->keep_cells;
     s->cells_len = 0;
     s->turn_ids.len = 0;
+
+    /* a new conversation ranks the tools for its first request */
+    if (!s->started && s->retr && (rc = select_tools(s, text, err)) != 0) return rc;
 
     /* prefill: the new turn's ids */
     size_t keep_pending = s->pending.len;
@@ -635,6 +698,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     s->last_mask_seconds = r.t_mask;
     s->last_decode_seconds = r.t_decode;
     s->last_new_tokens = r.generated;
+    s->last_call_logp_mean = r.logp_n > 0 ? r.logp_sum / r.logp_n : NAN;
     nd_buf out;
     nd_buf_init(&out);
     nd_envelope_write(&out, &env);

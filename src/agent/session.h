@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "agent/grammar.h"
+#include "agent/retrieval.h"
 #include "agent/sampler.h"
 #include "agent/token_mask.h"
 #include "core/json.h"
@@ -66,8 +67,17 @@ struct needle_session {
     needle_model *model;
     char *system;          /* NULL: none */
     char *tools_compact;   /* the training form of the tools array */
-    nd_json *tools;
-    nd_grammar *grammar;
+    nd_json *tools;        /* every declared tool */
+    nd_grammar *grammar;   /* over the rendered tools only */
+    /* Tool retrieval (more than ND_RETRIEVAL_TOP_K tools and a contrastive
+     * head): the top five for the first request of a conversation are
+     * rendered and compiled, and kept for the whole conversation, because the
+     * tools block is the pinned start of the KV cache.  A new conversation
+     * (reset, set_tools, or after a failed turn) selects again. */
+    char *tool_index_path; /* NULL: no persistent index */
+    nd_retriever *retr;    /* NULL: every tool is rendered */
+    int selected[ND_RETRIEVAL_TOP_K], n_selected; /* declared indices rendered now (retrieval only) */
+    int keep_cells;        /* keep the turn's cells without a confidence head (heads training) */
     nd_mask_cache *masks;
     int max_new_tokens, max_reasoning_tokens;
     uint64_t seed;
@@ -88,6 +98,7 @@ struct needle_session {
     /* measurements of the last turn, for tests and `needle run --stats` */
     double last_mask_seconds, last_decode_seconds;
     int last_new_tokens;
+    double last_call_logp_mean; /* mean unmasked log-probability of the call tokens (NAN: none) */
 };
 
 /* Open / close a conversation (options as in needle_session_options). */

@@ -17,6 +17,16 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* CPU time of the whole process (every thread), so rates can be normalised on
+ * a machine other jobs share: tokens per CPU-second do not depend on how much
+ * of the machine this run got. */
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static double peak_rss_mb(void)
 {
     struct rusage ru;
@@ -79,26 +89,30 @@ int cmd_bench(int argc, char **argv)
     nd_state_reset(s);
 
     t0 = now_ms();
+    double c0 = cpu_ms();
     if (nd_state_eval(s, ids, n_prompt, NULL, lg, NULL, &err)) goto done;
-    double prefill_ms = now_ms() - t0;
+    double prefill_ms = now_ms() - t0, prefill_cpu = cpu_ms() - c0;
 
     t0 = now_ms();
+    c0 = cpu_ms();
     for (int i = 0; i < n_gen; i++) {
         int best = 0;
         for (int k = 1; k < V; k++)
             if (lg[k] > lg[best]) best = k;
         if (nd_state_eval(s, &best, 1, NULL, lg, NULL, &err)) goto done;
     }
-    double decode_ms = now_ms() - t0;
+    double decode_ms = now_ms() - t0, decode_cpu = cpu_ms() - c0;
 
     struct stat st;
     double file_mb = stat(model, &st) == 0 ? st.st_size / 1048576.0 : 0.0;
     printf("{\"model\":\"%s\",\"file_mb\":%.2f,\"load_ms\":%.1f,\"first_token_ms\":%.2f,\"prompt_tokens\":%d,"
            "\"prefill_ms\":%.1f,\"prefill_tps\":%.1f,\"gen_tokens\":%d,\"decode_ms\":%.1f,\"decode_tps\":%.1f,"
+           "\"prefill_cpu_ms\":%.1f,\"decode_cpu_ms\":%.1f,\"prefill_tok_per_cpu_s\":%.1f,\"decode_tok_per_cpu_s\":%.1f,"
            "\"peak_rss_mb\":%.1f,\"rss_before_load_mb\":%.1f,\"session_mb\":%.2f,\"window\":%d,\"threads\":%d,"
            "\"backend\":\"%s\",\"kv_bits\":%d,\"float_path\":%s}\n",
            model, file_mb, load_ms, first_ms, n_prompt, prefill_ms, n_prompt / (prefill_ms / 1e3), n_gen, decode_ms,
-           n_gen ? n_gen / (decode_ms / 1e3) : 0.0, peak_rss_mb(), rss_before, nd_state_bytes(s) / 1048576.0,
+           n_gen ? n_gen / (decode_ms / 1e3) : 0.0, prefill_cpu, decode_cpu, n_prompt / (prefill_cpu / 1e3),
+           n_gen ? n_gen / (decode_cpu / 1e3) : 0.0, peak_rss_mb(), rss_before, nd_state_bytes(s) / 1048576.0,
            nd_state_window(s), nd_threadpool_threads(m->pool), m->be->name, kv_bits ? kv_bits : 32, dequant ? "true" : "false");
     status = 0;
 done:

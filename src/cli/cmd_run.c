@@ -2,7 +2,7 @@
  *
  *   needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system "date: ..."]
  *              [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T --top-p P] [--seed N]
- *              [--window W] [--threads N] [--stats] ["query"]
+ *              [--window W] [--threads N] [--tool-index FILE] [--stats] ["query"]
  *
  * With a query: one turn, its envelope on stdout.  Without: turns are read
  * from stdin one per line; a line starting with `{` or `[` is a tool's result
@@ -30,12 +30,14 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system TEXT]\n"
             "                  [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T] [--top-p P]\n"
-            "                  [--seed N] [--window W] [--threads N] [--stats] [QUERY]\n"
+            "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--stats] [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
             "--model defaults to models/needle-default.cact and --tools to models/tools.json (looked up\n"
             "next to the executable's parent directory, then the current directory) when they exist.\n"
-            "--stats prints the mask cost and decode speed of each turn to stderr.\n");
+            "--stats prints the mask cost and decode speed of each turn to stderr.\n"
+            "With more than five tools the contrastive head shows the model only the top five per\n"
+            "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n");
 }
 
 /* models/NAME next to the repository root (the executable's directory's
@@ -191,6 +193,8 @@ int cmd_run(int argc, char **argv)
             bad = parse_int(v, 1, 1 << 22, &mo.kv_window);
         } else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) {
             bad = parse_int(v, 1, 1024, &mo.threads);
+        } else if ((v = cli_flag_value(argc, argv, &i, "--tool-index"))) {
+            so.tool_index_path = v;
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
         } else if (!strcmp(a, "--")) {
@@ -241,6 +245,10 @@ int cmd_run(int argc, char **argv)
         cli_fail("run", err.message);
         goto out;
     }
+    if (s->retr && s->retr->warning[0]) fprintf(stderr, "needle run: warning: %s\n", s->retr->warning);
+    if (stats && s->retr)
+        fprintf(stderr, "needle run: %d tools, %d embedded by the model, %d from the index\n", s->retr->n_tools,
+                s->retr->embedded, s->retr->n_tools - s->retr->embedded);
     if (query) {
         char *env = NULL;
         if (needle_session_send(s, query, &env, &err)) {

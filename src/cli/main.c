@@ -17,6 +17,7 @@
 #pragma weak cmd_run
 #pragma weak cmd_finetune
 #pragma weak cmd_eval
+#pragma weak cmd_train_heads
 
 static const struct {
     const char *name;
@@ -33,6 +34,7 @@ static const struct {
     {"logits", cmd_logits, "run the forward pass on ids and print logits as JSON"},
     {"bench", cmd_bench, "measure load time, prefill and decode tokens/s, peak memory"},
     {"eval", cmd_eval, "score a model on a JSONL test set"},
+    {"train-heads", cmd_train_heads, "calibrate the confidence head, train the tool-retrieval head"},
 };
 
 static void usage(FILE *to)

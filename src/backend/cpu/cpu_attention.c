@@ -1,131 +1,210 @@
 /* cpu_attention.c - causal GQA attention with a key window and sink positions.
  *
- * One task per (query, head).  The keys a query sees are the cached ones
- * (positions before the chunk, in a ring buffer) and the chunk's own keys up
- * to the query itself, filtered by the window/sink rule of SPEC section 5. */
+ * One task per (query token, KV head): the query heads that share a KV head
+ * (GQA) are computed together, so each key and value row is loaded (and, for
+ * the int8 cache, widened) once for all of them.  The keys a query sees are
+ * the cached ones (earlier positions, in a ring buffer) and the chunk's own
+ * keys up to the query itself, filtered by the window/sink rule of SPEC
+ * section 5.  Scores, the softmax (vectorised exp) and the weighted sum of
+ * values run over a contiguous list of visible rows.  A task's result depends
+ * only on its inputs, never on which thread runs it. */
 #include <math.h>
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <stdint.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_simd.h"
 
 static inline int key_visible(int k, int q, int window, int sinks)
 {
     return k <= q && (q - k < window || k < sinks);
 }
 
+/* floats one row pointer takes in the scratch */
+#define PTR_FLOATS ((sizeof(void *) + sizeof(float) - 1) / sizeof(float))
+
 typedef struct attn_job {
     const nd_attn_args *a;
     float *work;
-    int per_thread;
+    size_t per_thread;
 } attn_job;
-
-/* o += e * v for one value row. */
-static inline void axpy(float *o, float e, const float *v, int hd)
-{
-    int c = 0;
-#if defined(__AVX512F__)
-    __m512 ev = _mm512_set1_ps(e);
-    for (; c + 16 <= hd; c += 16)
-        _mm512_storeu_ps(o + c, _mm512_fmadd_ps(ev, _mm512_loadu_ps(v + c), _mm512_loadu_ps(o + c)));
-#endif
-    for (; c < hd; c++) o[c] += e * v[c];
-}
 
 /* Widen one int8 cache row (hd values, hd/ND_KV_GROUP scales). */
 static inline void widen(const int8_t *q, const float *scale, int hd, float *out)
 {
-    for (int g = 0; g < hd / ND_KV_GROUP; g++) {
-#if defined(__AVX512F__)
-        __m512 sv = _mm512_set1_ps(scale[g]);
-        for (int i = 0; i < ND_KV_GROUP; i += 16) {
-            __m128i b = _mm_loadu_si128((const __m128i *)(q + g * ND_KV_GROUP + i));
-            _mm512_storeu_ps(out + g * ND_KV_GROUP + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sv));
-        }
-#else
+    for (int g = 0; g < hd / ND_KV_GROUP; g++)
         for (int i = 0; i < ND_KV_GROUP; i++) out[g * ND_KV_GROUP + i] = (float)q[g * ND_KV_GROUP + i] * scale[g];
-#endif
+}
+
+/* Per-thread scratch layout (floats): scores [G][keys], then key and value
+ * row pointers [keys] each, then (int8 cache only) widened rows [2][keys][hd]. */
+static size_t keys_of(const nd_attn_args *a) { return (size_t)a->cache_slots + (size_t)a->T; }
+/* rounded up so the pointer arrays that follow are aligned */
+static size_t scores_floats(int G, size_t keys) { return ((size_t)G * keys + 15) & ~(size_t)15; }
+
+/* o[c0 .. c0+4*ND_VW) = inv * sum_i e[i] v_i[c0 ..] for one head, and the
+ * same for a second head (e2/o2, may be NULL) reading the same value rows:
+ * eight accumulators written out so they stay in registers. */
+static void weighted_sum4(const float *const *vrow, int n, int c0, const float *e, float inv, float *o,
+                          const float *e2, float inv2, float *o2)
+{
+    ndv a0 = ndv_zero(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    if (e2) {
+        for (int i = 0; i < n; i++) {
+            const float *v = vrow[i] + c0;
+            ndv v0 = ndv_load(v), v1 = ndv_load(v + ND_VW), v2 = ndv_load(v + 2 * ND_VW), v3 = ndv_load(v + 3 * ND_VW);
+            ndv w = ndv_set1(e[i]), w2 = ndv_set1(e2[i]);
+            a0 = ndv_fma(w, v0, a0), a1 = ndv_fma(w, v1, a1), a2 = ndv_fma(w, v2, a2), a3 = ndv_fma(w, v3, a3);
+            b0 = ndv_fma(w2, v0, b0), b1 = ndv_fma(w2, v1, b1), b2 = ndv_fma(w2, v2, b2), b3 = ndv_fma(w2, v3, b3);
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            const float *v = vrow[i] + c0;
+            ndv w = ndv_set1(e[i]);
+            a0 = ndv_fma(w, ndv_load(v), a0), a1 = ndv_fma(w, ndv_load(v + ND_VW), a1);
+            a2 = ndv_fma(w, ndv_load(v + 2 * ND_VW), a2), a3 = ndv_fma(w, ndv_load(v + 3 * ND_VW), a3);
+        }
     }
+    ndv s = ndv_set1(inv);
+    ndv_store(o + c0, ndv_mul(a0, s)), ndv_store(o + c0 + ND_VW, ndv_mul(a1, s));
+    ndv_store(o + c0 + 2 * ND_VW, ndv_mul(a2, s)), ndv_store(o + c0 + 3 * ND_VW, ndv_mul(a3, s));
+    if (e2) {
+        s = ndv_set1(inv2);
+        ndv_store(o2 + c0, ndv_mul(b0, s)), ndv_store(o2 + c0 + ND_VW, ndv_mul(b1, s));
+        ndv_store(o2 + c0 + 2 * ND_VW, ndv_mul(b2, s)), ndv_store(o2 + c0 + 3 * ND_VW, ndv_mul(b3, s));
+    }
+}
+
+/* One vector of outputs at c0 for one head (the remainder after weighted_sum4). */
+static void weighted_sum1(const float *const *vrow, int n, int c0, const float *e, float inv, float *o)
+{
+    ndv a0 = ndv_zero();
+    for (int i = 0; i < n; i++) a0 = ndv_fma(ndv_set1(e[i]), ndv_load(vrow[i] + c0), a0);
+    ndv_store(o + c0, ndv_mul(a0, ndv_set1(inv)));
 }
 
 static void attn_task(void *ctx, int task, int thread)
 {
     const attn_job *j = ctx;
     const nd_attn_args *a = j->a;
-    int t = task / a->num_heads, h = task % a->num_heads;
-    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP;
-    int kvh = h / (a->num_heads / a->num_kv_heads);
+    int t = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
+    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP, A = a->num_heads * hd;
+    int G = a->num_heads / a->num_kv_heads;
     int qpos = a->pos0 + t;
-    const float *q = a->q + (size_t)t * (size_t)(a->num_heads * hd) + (size_t)h * (size_t)hd;
-    float *score = j->work + (size_t)thread * (size_t)j->per_thread;
-    int *src = (int *)(score + a->cache_slots + a->T); /* key i: cache slot, or -(chunk index + 1) */
-    float *row = (float *)(src + a->cache_slots + a->T); /* hd floats of widened int8 */
-    float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY;
+    size_t keys = keys_of(a);
+    float *score = j->work + (size_t)thread * j->per_thread;
+    const float **krow = (const float **)(score + scores_floats(G, keys));
+    const float **vrow = krow + keys;
+    float *wide = (float *)(vrow + keys);
+
+    /* the visible rows, oldest cache slot order first, then the chunk */
     int n = 0;
     for (int s = 0; s < a->cache_slots; s++) {
         int p = a->cache_pos[s];
         if (p < 0 || !key_visible(p, qpos, a->window, a->sinks)) continue;
-        const float *k;
         if (a->kv_bits == 8) {
+            float *kw = wide + (size_t)n * (size_t)hd, *vw = wide + (keys + (size_t)n) * (size_t)hd;
             widen(a->k_cache8 + (size_t)s * kvw + (size_t)kvh * hd,
-                  a->k_scale + (size_t)s * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, row);
-            k = row;
+                  a->k_scale + (size_t)s * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, kw);
+            widen(a->v_cache8 + (size_t)s * kvw + (size_t)kvh * hd,
+                  a->v_scale + (size_t)s * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, vw);
+            krow[n] = kw, vrow[n] = vw;
         } else {
-            k = a->k_cache + (size_t)s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+            krow[n] = a->k_cache + (size_t)s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+            vrow[n] = a->v_cache + (size_t)s * (size_t)kvw + (size_t)kvh * (size_t)hd;
         }
-        score[n] = nd_cpu_dot(q, k, hd) * scale;
-        src[n] = s;
-        if (score[n] > mx) mx = score[n];
         n++;
     }
     for (int u = 0; u <= t; u++) {
         if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
-        const float *k = a->k_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
-        score[n] = nd_cpu_dot(q, k, hd) * scale;
-        src[n] = -(u + 1);
-        if (score[n] > mx) mx = score[n];
+        krow[n] = a->k_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        vrow[n] = a->v_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
         n++;
     }
-    float *o = a->out + (size_t)t * (size_t)(a->num_heads * hd) + (size_t)h * (size_t)hd;
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float e = expf(score[i] - mx);
-        sum += e;
-        const float *v;
-        if (src[i] < 0) {
-            v = a->v_chunk + (size_t)(-src[i] - 1) * (size_t)kvw + (size_t)kvh * (size_t)hd;
-        } else if (a->kv_bits == 8) {
-            widen(a->v_cache8 + (size_t)src[i] * kvw + (size_t)kvh * hd,
-                  a->v_scale + (size_t)src[i] * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, row);
-            v = row;
-        } else {
-            v = a->v_cache + (size_t)src[i] * (size_t)kvw + (size_t)kvh * (size_t)hd;
-        }
-        axpy(o, e, v, hd);
+
+    /* the G query heads of this KV head are contiguous */
+    const float *q = a->q + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+    float *o = a->out + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+    float *inv = wide + (a->kv_bits == 8 ? 2 * keys * (size_t)hd : 0);
+    if (n == 0) {
+        for (int c = 0; c < G * hd; c++) o[c] = 0.0f;
+        return;
     }
-    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int c = 0; c < hd; c++) o[c] *= inv;
+
+    /* scores: each key row is read once for all G heads */
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int i = 0; i < n; i++) {
+        const float *k = krow[i];
+        for (int g = 0; g < G; g++)
+            score[(size_t)g * keys + (size_t)i] = nd_simd_dot(q + (size_t)g * (size_t)hd, k, hd) * scale;
+    }
+    /* softmax weights, unnormalised; 1/sum is applied to the output */
+    for (int g = 0; g < G; g++) {
+        float *sc = score + (size_t)g * keys;
+        int i = 0;
+        ndv mv = ndv_set1(-INFINITY);
+        for (; i + ND_VW <= n; i += ND_VW) mv = ndv_max(mv, ndv_load(sc + i));
+        float mx = ndv_hmax(mv);
+        for (; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
+        ndv m = ndv_set1(mx), sv = ndv_zero();
+        for (i = 0; i + ND_VW <= n; i += ND_VW) {
+            ndv e = ndv_exp_neg(ndv_sub(ndv_load(sc + i), m));
+            ndv_store(sc + i, e);
+            sv = ndv_add(sv, e);
+        }
+        float sum = ndv_hsum(sv);
+        for (; i < n; i++) {
+            float buf[ND_VW];
+            for (int k = 0; k < ND_VW; k++) buf[k] = 0.0f;
+            buf[0] = sc[i] - mx;
+            ndv_store(buf, ndv_exp_neg(ndv_load(buf)));
+            sc[i] = buf[0];
+            sum += buf[0];
+        }
+        inv[g] = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
+    }
+    /* weighted sum of values: four vectors per head at a time, heads in pairs */
+    int c = 0;
+    for (; c + 4 * ND_VW <= hd; c += 4 * ND_VW)
+        for (int g = 0; g < G; g += 2) {
+            const float *e = score + (size_t)g * keys;
+            float *og = o + (size_t)g * (size_t)hd;
+            if (g + 1 < G) weighted_sum4(vrow, n, c, e, inv[g], og, e + keys, inv[g + 1], og + hd);
+            else weighted_sum4(vrow, n, c, e, inv[g], og, NULL, 0.0f, NULL);
+        }
+    for (; c + ND_VW <= hd; c += ND_VW)
+        for (int g = 0; g < G; g++)
+            weighted_sum1(vrow, n, c, score + (size_t)g * keys, inv[g], o + (size_t)g * (size_t)hd);
+    for (; c < hd; c++) /* tail of a head_dim that is not a multiple of the vector width */
+        for (int g = 0; g < G; g++) {
+            float acc = 0.0f;
+            for (int i = 0; i < n; i++) acc += score[(size_t)g * keys + (size_t)i] * vrow[i][c];
+            o[(size_t)g * (size_t)hd + (size_t)c] = acc * inv[g];
+        }
 }
 
 static size_t per_thread_floats(const nd_attn_args *a)
 {
-    size_t keys = (size_t)a->cache_slots + (size_t)a->T;
-    return keys * 2 + (size_t)a->head_dim + 16; /* scores, sources (int), one widened row */
+    size_t keys = keys_of(a), G = (size_t)(a->num_heads / (a->num_kv_heads > 0 ? a->num_kv_heads : 1));
+    size_t f = scores_floats((int)G, keys) + 2 * keys * PTR_FLOATS + G + 16; /* + 1/sums */
+    if (a->kv_bits == 8) f += 2 * keys * (size_t)a->head_dim;
+    return (f + 15) & ~(size_t)15;
 }
 
 size_t nd_cpu_attention_work_floats(const nd_attn_args *a, int threads)
 {
-    return (size_t)threads * per_thread_floats(a);
+    /* sized for the int8 cache whatever kv_bits says: callers size scratch
+     * before they know which cache a session will use */
+    nd_attn_args b = *a;
+    b.kv_bits = 8;
+    return (size_t)threads * per_thread_floats(&b);
 }
 
 void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work)
 {
-    size_t keys = (size_t)a->cache_slots + (size_t)a->T;
-    attn_job j = {.a = a, .work = work, .per_thread = (int)per_thread_floats(a)};
+    size_t keys = keys_of(a);
+    nd_attn_args b = *a;
+    b.kv_bits = 8;
+    attn_job j = {.a = a, .work = work, .per_thread = per_thread_floats(&b)};
     size_t flops = keys * (size_t)a->T * (size_t)a->num_heads * (size_t)a->head_dim;
-    nd_threadpool_run(flops < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, a->T * a->num_heads, attn_task, &j);
+    nd_threadpool_run(flops < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, a->T * a->num_kv_heads, attn_task, &j);
 }

@@ -230,6 +230,120 @@ static inline __attribute__((always_inline)) float cq_row_dot_sb(const nd_matrix
 #endif
 }
 
+/* ---------------------------------------------------------------- 4-bit fast path
+ *
+ * A 128-group of 4-bit codes is 64 bytes: one AVX-512 register, where 32-bit
+ * lane j holds codes 8j..8j+7 (code 8j+k in bits 4k..4k+3).  vpermps only
+ * reads the low 4 bits of each index lane, so shifting the register right by
+ * 4k and permuting the 16-entry codebook yields the values of codes
+ * 8j+k for j = 0..15 with no masking: three instructions per 16 weights.  The
+ * values come out in a permuted order, so the rotated activation is stored in
+ * the same order ("P4 layout", set once per call by rotate_task) and the dot
+ * product pairs the right terms.  AVX2 does the same per 64 codes with two
+ * 8-entry permutes and a blend; the portable build uses the natural order. */
+
+/* P4 position of natural index i within a group. */
+static inline int p4_pos(int i)
+{
+#if defined(__AVX512F__)
+    return (i % 8) * 16 + i / 8;
+#elif defined(__AVX2__) && defined(__FMA__)
+    return (i / 64) * 64 + (i % 8) * 8 + (i % 64) / 8;
+#else
+    return i;
+#endif
+}
+
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+/* codes in the low 4 bits of each lane (higher bits ignored) -> codebook values */
+static inline __m256 p4_lookup8(__m256i idx, __m256 cb_lo, __m256 cb_hi)
+{
+    __m256 lo = _mm256_permutevar8x32_ps(cb_lo, idx), hi = _mm256_permutevar8x32_ps(cb_hi, idx);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28))); /* bit 3 -> sign */
+}
+#endif
+
+/* Row r of a 4-bit CQ matrix . x (x rotated, P4 layout). */
+static float p4_row_dot(const nd_matrix *w, int r, const float *x, const float cb[16])
+{
+    int groups = w->cols_pad / ND_CQ_GROUP;
+    const uint8_t *p = w->cq_idx + (size_t)r * (size_t)groups * 64u;
+#if defined(__AVX512F__)
+    __m512 cbv = _mm512_loadu_ps(cb), total = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        __m512i c = _mm512_loadu_si512((const void *)(p + (size_t)g * 64u));
+        const float *xg = x + g * ND_CQ_GROUP;
+        __m512 a0 = _mm512_mul_ps(_mm512_permutexvar_ps(c, cbv), _mm512_loadu_ps(xg));
+        __m512 a1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), cbv), _mm512_loadu_ps(xg + 16));
+        a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 8), cbv), _mm512_loadu_ps(xg + 32), a0);
+        a1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 12), cbv), _mm512_loadu_ps(xg + 48), a1);
+        a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 16), cbv), _mm512_loadu_ps(xg + 64), a0);
+        a1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 20), cbv), _mm512_loadu_ps(xg + 80), a1);
+        a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 24), cbv), _mm512_loadu_ps(xg + 96), a0);
+        a1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 28), cbv), _mm512_loadu_ps(xg + 112), a1);
+        total = _mm512_fmadd_ps(_mm512_add_ps(a0, a1), _mm512_set1_ps(cq_norm(w, r, g)), total);
+    }
+    return hsum512(total);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8), total = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int h = 0; h < 2; h++) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)(p + (size_t)g * 64u + 32u * (unsigned)h));
+            const float *xh = x + g * ND_CQ_GROUP + h * 64;
+            for (int k = 0; k < 8; k += 2) {
+                a0 = _mm256_fmadd_ps(p4_lookup8(_mm256_srli_epi32(c, 4 * k), lo, hi), _mm256_loadu_ps(xh + 8 * k), a0);
+                a1 = _mm256_fmadd_ps(p4_lookup8(_mm256_srli_epi32(c, 4 * k + 4), lo, hi), _mm256_loadu_ps(xh + 8 * k + 8),
+                                     a1);
+            }
+        }
+        total = _mm256_fmadd_ps(_mm256_add_ps(a0, a1), _mm256_set1_ps(cq_norm(w, r, g)), total);
+    }
+    return hsum256(total);
+#else
+    float total = 0.0f;
+    for (int g = 0; g < groups; g++) {
+        const uint8_t *pg = p + (size_t)g * 64u;
+        const float *xg = x + g * ND_CQ_GROUP;
+        float acc[8] = {0};
+        for (int i = 0; i < ND_CQ_GROUP; i += 2) {
+            acc[(i / 2) % 8] += cb[pg[i / 2] & 15] * xg[i] + cb[pg[i / 2] >> 4] * xg[i + 1];
+        }
+        float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        total += s * cq_norm(w, r, g);
+    }
+    return total;
+#endif
+}
+
+/* Row r of a 4-bit CQ matrix decoded (rotated domain, times the norms) in P4 order. */
+static void p4_decode_row(const nd_matrix *w, int r, const float cb[16], float *out)
+{
+    int groups = w->cols_pad / ND_CQ_GROUP;
+    const uint8_t *p = w->cq_idx + (size_t)r * (size_t)groups * 64u;
+    for (int g = 0; g < groups; g++) {
+        float norm = cq_norm(w, r, g), *og = out + g * ND_CQ_GROUP;
+        const uint8_t *pg = p + (size_t)g * 64u;
+#if defined(__AVX512F__)
+        __m512 cbv = _mm512_mul_ps(_mm512_loadu_ps(cb), _mm512_set1_ps(norm));
+        __m512i c = _mm512_loadu_si512((const void *)pg);
+        for (int k = 0; k < 8; k++)
+            _mm512_storeu_ps(og + 16 * k, _mm512_permutexvar_ps(_mm512_srlv_epi32(c, _mm512_set1_epi32(4 * k)), cbv));
+#elif defined(__AVX2__) && defined(__FMA__)
+        __m256 nv = _mm256_set1_ps(norm);
+        __m256 lo = _mm256_mul_ps(_mm256_loadu_ps(cb), nv), hi = _mm256_mul_ps(_mm256_loadu_ps(cb + 8), nv);
+        for (int h = 0; h < 2; h++) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)(pg + 32 * h));
+            for (int k = 0; k < 8; k++)
+                _mm256_storeu_ps(og + h * 64 + 8 * k,
+                                 p4_lookup8(_mm256_srlv_epi32(c, _mm256_set1_epi32(4 * k)), lo, hi));
+        }
+#else
+        for (int i = 0; i < ND_CQ_GROUP; i++) og[i] = cb[(pg[i / 2] >> (4 * (i & 1))) & 15] * norm;
+#endif
+    }
+}
+
 /* ---------------------------------------------------------------- tasks */
 
 #define MULTI_MAX 4
@@ -246,6 +360,7 @@ typedef struct matmul_job {
     float cb[MULTI_MAX][16];
     const float *x;  /* the activations as given */
     const float *xr; /* the rotated activations (CQ), cols_pad apart */
+    const float *xp; /* the same in P4 order, for 4-bit matrices */
     int T, ldx;
     float *decode; /* CQ batch path: per-thread buffers of 4 rows * cols_pad */
 } matmul_job;
@@ -324,6 +439,26 @@ static void cq_rows(const matmul_job *j, int mi, int r0, int r1, int thread)
     const nd_matrix *w = j->w[mi];
     const float *cb = j->cb[mi];
     int sb = nd_cpu_cq_storage_bits(w);
+    if (sb == 4) {
+        if (j->T <= 2) {
+            for (int t = 0; t < j->T; t++) {
+                const float *xt = j->xp + (size_t)t * (size_t)w->cols_pad;
+                float *yt = j->y[mi] + (size_t)t * (size_t)j->ldy[mi];
+                for (int r = r0; r < r1; r++) yt[r] = p4_row_dot(w, r, xt, cb);
+            }
+            return;
+        }
+        float *buf = j->decode + (size_t)thread * 4u * (size_t)w->cols_pad;
+        for (int r = r0; r < r1; r += 4) {
+            int nr = r1 - r < 4 ? r1 - r : 4;
+            for (int k = 0; k < nr; k++) p4_decode_row(w, r + k, cb, buf + (size_t)k * (size_t)w->cols_pad);
+            const float *rw[4];
+            for (int k = 0; k < 4; k++) rw[k] = buf + (size_t)(k < nr ? k : 0) * (size_t)w->cols_pad;
+            rows4_all_tokens(j->xp, w->cols_pad, j->T, rw[0], rw[1], rw[2], rw[3], w->cols_pad, j->y[mi], j->ldy[mi],
+                             r, nr);
+        }
+        return;
+    }
     if (j->T <= 2) { /* decode: codes straight into the dot product */
         for (int t = 0; t < j->T; t++) {
             const float *xt = j->xr + (size_t)t * (size_t)w->cols_pad;
@@ -365,23 +500,34 @@ static void matmul_task(void *ctx, int task, int thread)
 typedef struct rotate_job {
     const float *x;
     int ldx, cols, cols_pad;
-    float *xr;
+    float *xr; /* natural order, or NULL when no matrix needs it */
+    float *xp; /* P4 order, or NULL */
 } rotate_job;
 
 static void rotate_task(void *ctx, int t, int thread)
 {
     (void)thread;
     const rotate_job *j = ctx;
-    float *dst = j->xr + (size_t)t * (size_t)j->cols_pad;
-    memcpy(dst, j->x + (size_t)t * (size_t)j->ldx, sizeof(float) * (size_t)j->cols);
-    memset(dst + j->cols, 0, sizeof(float) * (size_t)(j->cols_pad - j->cols));
-    for (int g = 0; g < j->cols_pad; g += ND_CQ_GROUP) nd_cpu_hadamard(dst + g, ND_CQ_GROUP);
+    const float *src = j->x + (size_t)t * (size_t)j->ldx;
+    for (int g = 0; g < j->cols_pad; g += ND_CQ_GROUP) {
+        float grp[ND_CQ_GROUP];
+        int take = j->cols - g < ND_CQ_GROUP ? j->cols - g : ND_CQ_GROUP;
+        memcpy(grp, src + g, sizeof(float) * (size_t)take);
+        memset(grp + take, 0, sizeof(float) * (size_t)(ND_CQ_GROUP - take));
+        nd_cpu_hadamard(grp, ND_CQ_GROUP);
+        if (j->xr) memcpy(j->xr + (size_t)t * (size_t)j->cols_pad + g, grp, sizeof grp);
+        if (j->xp) {
+            float *dp = j->xp + (size_t)t * (size_t)j->cols_pad + g;
+            for (int i = 0; i < ND_CQ_GROUP; i++) dp[p4_pos(i)] = grp[i];
+        }
+    }
 }
 
 size_t nd_cpu_matmul_work_floats(const nd_matrix *w, int T, int threads)
 {
     if (w->kind != ND_MAT_CQ) return 0;
-    return (size_t)T * (size_t)w->cols_pad + (size_t)threads * 4u * (size_t)w->cols_pad;
+    /* natural and P4 rotated activations, then four decoded rows per thread */
+    return 2u * (size_t)T * (size_t)w->cols_pad + (size_t)threads * 4u * (size_t)w->cols_pad;
 }
 
 void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
@@ -395,7 +541,7 @@ void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, 
     }
     matmul_job j = {.n_mats = n, .x = x, .T = T, .ldx = ldx};
     size_t macs = 0;
-    int any_cq = 0, cols_pad = 0;
+    int any_cq = 0, any_p4 = 0, any_other = 0, cols_pad = 0;
     j.first_task[0] = 0;
     for (int i = 0; i < n; i++) {
         j.w[i] = w[i];
@@ -406,16 +552,20 @@ void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, 
         if (w[i]->kind == ND_MAT_CQ) {
             any_cq = 1;
             cols_pad = w[i]->cols_pad;
+            if (nd_cpu_cq_storage_bits(w[i]) == 4) any_p4 = 1;
+            else any_other = 1;
             cq_codebook16(w[i], j.cb[i]);
         }
     }
     if (macs < ND_CPU_PARALLEL_MIN_WORK) pool = NULL;
     if (any_cq) { /* every matrix has the same cols, so the same padding */
-        rotate_job rj = {.x = x, .ldx = ldx, .cols = w[0]->cols, .cols_pad = cols_pad, .xr = work};
-        nd_threadpool_run((size_t)T * (size_t)cols_pad * 8u < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, T, rotate_task,
-                          &rj);
+        size_t act = (size_t)T * (size_t)cols_pad;
+        rotate_job rj = {.x = x, .ldx = ldx, .cols = w[0]->cols, .cols_pad = cols_pad,
+                         .xr = any_other ? work : NULL, .xp = any_p4 ? work + act : NULL};
+        nd_threadpool_run(act * 8u < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, T, rotate_task, &rj);
         j.xr = work;
-        j.decode = work + (size_t)T * (size_t)cols_pad;
+        j.xp = work + act;
+        j.decode = work + 2 * act;
     }
     nd_threadpool_run(pool, j.first_task[n], matmul_task, &j);
 }
