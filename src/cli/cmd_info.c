@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "cli/cli.h"
 #include "core/cpu_features.h"
 #include "core/threadpool.h"
@@ -37,6 +38,16 @@ int cmd_info(int argc, char **argv)
     if (rc == 0) printf("\"backend\":\"%s\",\"backend_reason\":\"%s\",", chosen->name, why);
     else printf("\"backend\":null,\"backend_error\":\"%s\",", err.message);
     printf("\"threads\":%d,\"cpu_count\":%d,", nd_threads_default(), nd_cpu_count());
+    /* the CUDA line: the device, or why CUDA is not usable (also when built without it) */
+    char cuda_line[256];
+    nd_backend_cuda_describe(cuda_line, sizeof cuda_line);
+    printf("\"cuda_compiled\":%s,\"cuda\":\"", nd_backend_cuda_compiled() ? "true" : "false");
+    for (const char *c = cuda_line; *c; c++) { /* a JSON string: escape quotes, backslashes, controls */
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if ((unsigned char)*c < 0x20) printf("\\u%04x", (unsigned char)*c);
+        else putchar(*c);
+    }
+    printf("\",");
     nd_cpu_features det, comp;
     nd_cpu_features_detect(&det);
     nd_cpu_features_compiled(&comp);

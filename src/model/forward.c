@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h" /* nd_sigmoidf, nd_siluf */
+#include "backend/cpu/cpu_simd.h" /* vector loops for the per-token work */
 #include "core/error.h"
 #include "model/session_state.h"
 
@@ -157,23 +158,33 @@ static void block(nd_state *s, int l, int T)
             memcpy(s->v_cache + layer_off + slot * KV, s->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
         }
     }
-    for (size_t i = 0; i < (size_t)T * A; i++) s->att[i] *= nd_sigmoidf(s->g[i]);
+    {
+        size_t i = 0, nga = (size_t)T * A;
+        for (; i + ND_VW <= nga; i += ND_VW)
+            ndv_store(s->att + i, ndv_mul(ndv_load(s->att + i), ndv_sigmoid(ndv_load(s->g + i))));
+        for (; i < nga; i++) s->att[i] *= nd_sigmoidf(s->g[i]);
+    }
     be->matmul(m->pool, &L->out_proj, s->att, T, A, s->o, d, s->work);
 
     float gate = nd_sigmoidf(L->attn_gate);
     for (int t = 0; t < T; t++) {
         float *o = s->o + (size_t)t * d, *b = s->b + (size_t)t * d;
         be->rmsnorm(o, d, L->post_attn_norm, o);
-        for (int i = 0; i < d; i++) b[i] += gate * o[i];
+        nd_simd_axpy(b, gate, o, d);
         /* HadamardMLP(ZCRMS(b; pre_hada_norm)) */
         float *z = s->mlp;
         be->rmsnorm(b, d, L->pre_hada_norm, z);
         for (int i = d; i < NH; i++) z[i] = 0.0f;
-        for (int i = 0; i < NH; i++) z[i] *= L->d1[i];
+        int i = 0;
+        for (; i + ND_VW <= NH; i += ND_VW) ndv_store(z + i, ndv_mul(ndv_load(z + i), ndv_load(L->d1 + i)));
+        for (; i < NH; i++) z[i] *= L->d1[i];
         be->hadamard(z, NH);
-        for (int i = 0; i < NH; i++) z[i] = nd_siluf(L->d2[i] * z[i]);
+        for (i = 0; i + ND_VW <= NH; i += ND_VW) ndv_store(z + i, ndv_silu(ndv_mul(ndv_load(L->d2 + i), ndv_load(z + i))));
+        for (; i < NH; i++) z[i] = nd_siluf(L->d2[i] * z[i]);
         be->hadamard(z, NH);
-        for (int i = 0; i < d; i++) b[i] += L->d3[i] * z[i];
+        for (i = 0; i + ND_VW <= d; i += ND_VW)
+            ndv_store(b + i, ndv_fma(ndv_load(L->d3 + i), ndv_load(z + i), ndv_load(b + i)));
+        for (; i < d; i++) b[i] += L->d3[i] * z[i];
     }
 }
 
@@ -214,7 +225,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
             memset(u, 0, sizeof(float) * (size_t)d);
             for (int i = 0; i < n; i++) {
                 float p = nd_sigmoidf(LW->a_pre * s->phi_pre[t * n + i] + LW->b_pre[i] + (i == home ? 4.0f : -4.0f));
-                for (int k = 0; k < d; k++) u[k] += p * X[i * d + k];
+                nd_simd_axpy(u, p, X + (size_t)i * d, d);
             }
             memcpy(b, u, sizeof(float) * (size_t)d);
             if (site >= 0) {
@@ -224,13 +235,13 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
                 be->rmsnorm(u, d, NULL, un);
                 be->rmsnorm(kt, d, NULL, kn);
                 float gate = nd_sigmoidf(nd_cpu_dot(un, kn, d) * inv_sqrt_d);
-                for (int k = 0; k < d; k++) b[k] += gate * vt[k];
+                nd_simd_axpy(b, gate, vt, d);
             }
         }
         block(s, l, T);
         for (int t = 0; t < T; t++) {
             float *X = s->X + (size_t)t * nd_, *u = s->u + (size_t)t * d, *y = s->b + (size_t)t * d;
-            for (int k = 0; k < d; k++) y[k] -= u[k];
+            nd_simd_axpy(y, -1.0f, u, d);
             float qv[16], P[256], *newX = s->xh + (size_t)t * nd_; /* xh is free again */
             for (int i = 0; i < n; i++)
                 qv[i] = 2.0f * nd_sigmoidf(LW->a_post * s->phi_post[t * n + i] + LW->b_post[i] + (i == home ? 0.0f : -4.0f));
@@ -238,12 +249,9 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
             be->sinkhorn(P, n, 20);
             for (int i = 0; i < n; i++) {
                 float *xi = newX + i * d;
-                for (int k = 0; k < d; k++) xi[k] = qv[i] * y[k];
-                for (int j = 0; j < n; j++) {
-                    float pij = P[i * n + j];
-                    const float *xj = X + j * d;
-                    for (int k = 0; k < d; k++) xi[k] += pij * xj[k];
-                }
+                memset(xi, 0, sizeof(float) * (size_t)d);
+                nd_simd_axpy(xi, qv[i], y, d); /* 0 + q*y: the same bits as q*y */
+                for (int j = 0; j < n; j++) nd_simd_axpy(xi, P[i * n + j], X + j * d, d);
             }
             memcpy(X, newX, sizeof(float) * (size_t)nd_);
             if (cells) {

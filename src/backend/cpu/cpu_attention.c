@@ -26,13 +26,38 @@ typedef struct attn_job {
     const nd_attn_args *a;
     float *work;
     size_t per_thread;
+    const int *visible; /* [T][keys]: the visible cache slots of each query, then -1 */
 } attn_job;
+
+/* Cache rows are hd floats scattered kvw floats apart (one KV head of a
+ * slot), which the hardware prefetcher does not follow well: ask for the row
+ * a few keys ahead. */
+#define PREFETCH_AHEAD 6
+static inline void prefetch_row(const float *p, int hd)
+{
+    for (int c = 0; c < hd; c += 16) __builtin_prefetch(p + c);
+}
 
 /* Widen one int8 cache row (hd values, hd/ND_KV_GROUP scales). */
 static inline void widen(const int8_t *q, const float *scale, int hd, float *out)
 {
-    for (int g = 0; g < hd / ND_KV_GROUP; g++)
+    for (int g = 0; g < hd / ND_KV_GROUP; g++) {
+#if defined(__AVX512F__)
+        __m512 sv = _mm512_set1_ps(scale[g]);
+        for (int i = 0; i < ND_KV_GROUP; i += 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(q + g * ND_KV_GROUP + i));
+            _mm512_storeu_ps(out + g * ND_KV_GROUP + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sv));
+        }
+#elif defined(__AVX2__) && defined(__FMA__)
+        __m256 sv = _mm256_set1_ps(scale[g]);
+        for (int i = 0; i < ND_KV_GROUP; i += 8) {
+            __m128i b = _mm_loadl_epi64((const __m128i *)(q + g * ND_KV_GROUP + i));
+            _mm256_storeu_ps(out + g * ND_KV_GROUP + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), sv));
+        }
+#else
         for (int i = 0; i < ND_KV_GROUP; i++) out[g * ND_KV_GROUP + i] = (float)q[g * ND_KV_GROUP + i] * scale[g];
+#endif
+    }
 }
 
 /* Per-thread scratch layout (floats): scores [G][keys], then key and value
@@ -51,6 +76,7 @@ static void weighted_sum4(const float *const *vrow, int n, int c0, const float *
     if (e2) {
         for (int i = 0; i < n; i++) {
             const float *v = vrow[i] + c0;
+            if (c0 == 0 && i + PREFETCH_AHEAD < n) prefetch_row(vrow[i + PREFETCH_AHEAD], 4 * ND_VW);
             ndv v0 = ndv_load(v), v1 = ndv_load(v + ND_VW), v2 = ndv_load(v + 2 * ND_VW), v3 = ndv_load(v + 3 * ND_VW);
             ndv w = ndv_set1(e[i]), w2 = ndv_set1(e2[i]);
             a0 = ndv_fma(w, v0, a0), a1 = ndv_fma(w, v1, a1), a2 = ndv_fma(w, v2, a2), a3 = ndv_fma(w, v3, a3);
@@ -59,6 +85,7 @@ static void weighted_sum4(const float *const *vrow, int n, int c0, const float *
     } else {
         for (int i = 0; i < n; i++) {
             const float *v = vrow[i] + c0;
+            if (c0 == 0 && i + PREFETCH_AHEAD < n) prefetch_row(vrow[i + PREFETCH_AHEAD], 4 * ND_VW);
             ndv w = ndv_set1(e[i]);
             a0 = ndv_fma(w, ndv_load(v), a0), a1 = ndv_fma(w, ndv_load(v + ND_VW), a1);
             a2 = ndv_fma(w, ndv_load(v + 2 * ND_VW), a2), a3 = ndv_fma(w, ndv_load(v + 3 * ND_VW), a3);
@@ -98,9 +125,8 @@ static void attn_task(void *ctx, int task, int thread)
 
     /* the visible rows, oldest cache slot order first, then the chunk */
     int n = 0;
-    for (int s = 0; s < a->cache_slots; s++) {
-        int p = a->cache_pos[s];
-        if (p < 0 || !key_visible(p, qpos, a->window, a->sinks)) continue;
+    for (const int *vis = j->visible + (size_t)t * keys; *vis >= 0; vis++) {
+        int s = *vis;
         if (a->kv_bits == 8) {
             float *kw = wide + (size_t)n * (size_t)hd, *vw = wide + (keys + (size_t)n) * (size_t)hd;
             widen(a->k_cache8 + (size_t)s * kvw + (size_t)kvh * hd,
@@ -134,6 +160,7 @@ static void attn_task(void *ctx, int task, int thread)
     float scale = 1.0f / sqrtf((float)hd);
     for (int i = 0; i < n; i++) {
         const float *k = krow[i];
+        if (i + PREFETCH_AHEAD < n) prefetch_row(krow[i + PREFETCH_AHEAD], hd);
         for (int g = 0; g < G; g++)
             score[(size_t)g * keys + (size_t)i] = nd_simd_dot(q + (size_t)g * (size_t)hd, k, hd) * scale;
     }
@@ -190,13 +217,16 @@ static size_t per_thread_floats(const nd_attn_args *a)
     return (f + 15) & ~(size_t)15;
 }
 
+/* the shared lists of visible cache slots, one per query (ints) */
+static size_t visible_floats(const nd_attn_args *a) { return ((size_t)a->T * keys_of(a) + 15) & ~(size_t)15; }
+
 size_t nd_cpu_attention_work_floats(const nd_attn_args *a, int threads)
 {
     /* sized for the int8 cache whatever kv_bits says: callers size scratch
      * before they know which cache a session will use */
     nd_attn_args b = *a;
     b.kv_bits = 8;
-    return (size_t)threads * per_thread_floats(&b);
+    return visible_floats(a) + (size_t)threads * per_thread_floats(&b);
 }
 
 void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work)
@@ -204,7 +234,18 @@ void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work)
     size_t keys = keys_of(a);
     nd_attn_args b = *a;
     b.kv_bits = 8;
-    attn_job j = {.a = a, .work = work, .per_thread = per_thread_floats(&b)};
+    /* which cache slots each query sees: found once per query here, not once
+     * per KV head in every task */
+    int *visible = (int *)work;
+    for (int t = 0; t < a->T; t++) {
+        int *vis = visible + (size_t)t * keys, qpos = a->pos0 + t;
+        for (int s = 0; s < a->cache_slots; s++) {
+            int p = a->cache_pos[s];
+            if (p >= 0 && key_visible(p, qpos, a->window, a->sinks)) *vis++ = s;
+        }
+        *vis = -1;
+    }
+    attn_job j = {.a = a, .work = work + visible_floats(a), .per_thread = per_thread_floats(&b), .visible = visible};
     size_t flops = keys * (size_t)a->T * (size_t)a->num_heads * (size_t)a->head_dim;
     nd_threadpool_run(flops < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, a->T * a->num_kv_heads, attn_task, &j);
 }

@@ -40,6 +40,11 @@ int nd_backend_select(const char *name, const nd_backend **out, const char **why
         name = getenv("NEEDLE_BACKEND");
         reason = "NEEDLE_BACKEND is set";
     }
+    if (name && !strcmp(name, "cpu")) { /* never probe a GPU (driver start-up costs) when the CPU is asked for */
+        *out = &cpu_backend;
+        if (why) *why = reason;
+        return 0;
+    }
     if ((!name || !*name) && (*out = nd_backend_cuda_auto(why)) != NULL) return 0;
     if (!name || !*name) {
         *out = &cpu_backend;

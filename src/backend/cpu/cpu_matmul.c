@@ -17,7 +17,7 @@
  * are identical for any thread count. */
 #include <string.h>
 
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -117,7 +117,11 @@ static inline size_t cq_row_bytes(const nd_matrix *w)
 static inline float cq_norm(const nd_matrix *w, int r, int g)
 {
     const uint8_t *p = w->cq_norms + ((size_t)r * (size_t)(w->cols_pad / ND_CQ_GROUP) + (size_t)g) * 2;
+#if defined(__F16C__)
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8))); /* exact, like the portable conversion */
+#else
     return nd_half_to_float((uint16_t)(p[0] | (p[1] << 8)));
+#endif
 }
 
 static void cq_codebook16(const nd_matrix *w, float cb[16])
@@ -242,6 +246,8 @@ static inline __attribute__((always_inline)) float cq_row_dot_sb(const nd_matrix
  * product pairs the right terms.  AVX2 does the same per 64 codes with two
  * 8-entry permutes and a blend; the portable build uses the natural order. */
 
+#define P4_PREFETCH_BYTES 768
+
 /* P4 position of natural index i within a group. */
 static inline int p4_pos(int i)
 {
@@ -271,6 +277,9 @@ static float p4_row_dot(const nd_matrix *w, int r, const float *x, const float c
 #if defined(__AVX512F__)
     __m512 cbv = _mm512_loadu_ps(cb), total = _mm512_setzero_ps();
     for (int g = 0; g < groups; g++) {
+        /* the codes stream from memory (the model is bigger than the caches):
+         * ask for the line a few groups ahead, across page boundaries too */
+        __builtin_prefetch(p + (size_t)g * 64u + P4_PREFETCH_BYTES);
         __m512i c = _mm512_loadu_si512((const void *)(p + (size_t)g * 64u));
         const float *xg = x + g * ND_CQ_GROUP;
         __m512 a0 = _mm512_mul_ps(_mm512_permutexvar_ps(c, cbv), _mm512_loadu_ps(xg));
@@ -288,6 +297,7 @@ static float p4_row_dot(const nd_matrix *w, int r, const float *x, const float c
     __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8), total = _mm256_setzero_ps();
     for (int g = 0; g < groups; g++) {
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __builtin_prefetch(p + (size_t)g * 64u + P4_PREFETCH_BYTES);
         for (int h = 0; h < 2; h++) {
             __m256i c = _mm256_loadu_si256((const __m256i *)(p + (size_t)g * 64u + 32u * (unsigned)h));
             const float *xh = x + g * ND_CQ_GROUP + h * 64;

@@ -111,6 +111,43 @@ static inline ndv ndv_exp_neg(ndv x)
     return ndv_mul(p, ndv_pow2i(n));
 }
 
+static inline ndv ndv_min(ndv a, ndv b)
+{
+#if ND_VW == 16
+    return _mm512_min_ps(a, b);
+#elif ND_VW == 8
+    return _mm256_min_ps(a, b);
+#else
+    return a < b ? a : b;
+#endif
+}
+static inline ndv ndv_div(ndv a, ndv b)
+{
+#if ND_VW == 16
+    return _mm512_div_ps(a, b);
+#elif ND_VW == 8
+    return _mm256_div_ps(a, b);
+#else
+    return a / b;
+#endif
+}
+
+/* exp(x) for any x: clamped to [-87, 88] (results saturate near 0 / 1.6e38). */
+static inline ndv ndv_exp(ndv x) { return ndv_exp_neg(ndv_min(x, ndv_set1(88.0f))); }
+
+/* x * sigmoid(x) and sigmoid(x), elementwise */
+static inline ndv ndv_silu(ndv x) { return ndv_div(x, ndv_add(ndv_set1(1.0f), ndv_exp(ndv_sub(ndv_zero(), x)))); }
+static inline ndv ndv_sigmoid(ndv x) { return ndv_div(ndv_set1(1.0f), ndv_add(ndv_set1(1.0f), ndv_exp(ndv_sub(ndv_zero(), x)))); }
+
+/* y += a * x over n floats */
+static inline void nd_simd_axpy(float *y, float a, const float *x, int n)
+{
+    int i = 0;
+    ndv av = ndv_set1(a);
+    for (; i + ND_VW <= n; i += ND_VW) ndv_store(y + i, ndv_fma(av, ndv_load(x + i), ndv_load(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
 /* a . b over n floats (any n). */
 static inline float nd_simd_dot(const float *a, const float *b, int n)
 {
