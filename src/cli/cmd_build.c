@@ -1,13 +1,14 @@
 /* cmd_build.c - `needle build`: quantise a checkpoint into a .cact deploy file.
  *
  *   needle build CHECKPOINT --tokenizer TOK.model [--bits 2|3|4|1.58 | --bits-map SPEC]
- *                [--kv-window W] --out FILE.cact
+ *                [--kv-window W] [--lora ADAPTER.safetensors] --out FILE.cact
  *
  * CHECKPOINT is a .safetensors (or an existing .cact, re-quantised; its own
  * tokenizer is reused when --tokenizer is absent).  Widths come from --bits,
  * --bits-map, the checkpoint config's weight_bits, or 4, in that order.
  * The work itself is nd_cact_write, which takes any float nd_weights, so a
- * LoRA-merged model goes through the same call.
+ * LoRA-merged model goes through the same call: --lora folds an adapter from
+ * `needle finetune` into the float weights first (train/merge.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,25 +21,28 @@
 #include "model/bits_map.h"
 #include "model/weights.h"
 #include "quant/cq.h"
+#include "train/merge.h"
 
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: needle build CHECKPOINT --tokenizer TOK.model [--bits 2|3|4|1.58 | --bits-map SPEC]\n"
-            "                    [--kv-window W] --out FILE.cact\n"
+            "                    [--kv-window W] [--lora ADAPTER.safetensors] --out FILE.cact\n"
             "Quantise CHECKPOINT (.safetensors, or a .cact to re-quantise) with CQ and write a .cact deploy file.\n"
             "  --bits B         one width for every matrix (default: the config's weight_bits, else 4)\n"
             "  --bits-map SPEC  per-tensor widths, e.g. default=4,embedding=3,attn.v_proj=2 (widths 2,3,4,1.58;\n"
             "                   keys: embedding, attn.{q,k,v,gate,out}_proj, mhc_phi_{pre,post,res},\n"
             "                   engramS.{tables,key_proj,value_proj}; longest prefix wins)\n"
-            "  --kv-window W    the KV window stored in the header (default: the config's, else the budget)\n");
+            "  --kv-window W    the KV window stored in the header (default: the config's, else the budget)\n"
+            "  --lora ADAPTER   merge a LoRA adapter (W += alpha/r * A B on q,k,v,gate,out) into the float\n"
+            "                   checkpoint before quantising; its recorded base checksum must match\n");
 }
 
 static int fail_err(const needle_error *err) { return cli_fail("build", err->message); }
 
 int cmd_build(int argc, char **argv)
 {
-    const char *ckpt = NULL, *tok = NULL, *bits = NULL, *bits_map = NULL, *kv = NULL, *out = NULL;
+    const char *ckpt = NULL, *tok = NULL, *bits = NULL, *bits_map = NULL, *kv = NULL, *out = NULL, *lora = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -50,6 +54,7 @@ int cmd_build(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--bits"))) bits = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--kv-window"))) kv = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--lora"))) lora = v;
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "needle build: unknown or incomplete option '%s'\n", argv[i]);
             usage(stderr);
@@ -100,6 +105,13 @@ int cmd_build(int argc, char **argv)
     }
     printf("  %-10s%s  d=%d  %d layers  vocab %d%s\n", "loaded", ckpt, w.cfg.d_model, w.cfg.num_layers,
            w.cfg.vocab_size, w.contrastive.present || w.confidence.present ? "  with heads" : "");
+    if (lora) {
+        if (nd_lora_merge(&w, lora, ckpt, &err)) {
+            nd_weights_free(&w);
+            return fail_err(&err);
+        }
+        printf("  %-10s%s  into q,k,v,gate,out of %d layers\n", "merged", lora, w.cfg.num_layers);
+    }
 
     nd_vocab v;
     int rc;

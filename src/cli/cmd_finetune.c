@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
 #include "core/threadpool.h"
+#include "io/safetensors.h"
 #include "text/tokenizer.h"
 #include "train/data.h"
 #include "train/train_ckpt.h"
@@ -17,10 +19,21 @@ static void usage(FILE *to)
             "         [--tokenizer TOK.model] [--epochs 3] [--batch-size 16] [--lr 1e-4]\n"
             "         [--lora-rank 16] [--lora-alpha 32] [--max-len 1024] [--val-split 0.1]\n"
             "         [--seed 0] [--threads N] [--log-every 10] [--full]\n"
+            "         [--bucket global|batch] [--bucket-window 50] [--plot loss.svg]\n"
+            "         [--save-every N] [--state-file OUT.state] [--resume STATE] [--stop-after N]\n"
             "LoRA on q,k,v,gate,out of every layer (base frozen); the adapter is written as\n"
             "`<param>.lora_A` (L,in,r) / `.lora_B` (L,r,out).  --full trains every parameter\n"
             "(heads excepted) and writes the whole checkpoint.  Rows are JSONL objects\n"
-            "{query, tools, answers|function_calls, reasoning?, system?}.\n");
+            "{query, tools, answers|function_calls, reasoning?, system?}.\n"
+            "  --bucket global   (default, SPEC) every batch padded to one power of two >= 128 for the run\n"
+            "  --bucket batch    each batch padded to the power of two >= 16 fitting its longest row; rows of\n"
+            "                    similar length are grouped (sorted within windows of --bucket-window batches,\n"
+            "                    0 = no grouping), then the batch order is shuffled (deterministic per seed)\n"
+            "  --save-every N    every N steps write the whole training state atomically to --state-file\n"
+            "                    (default OUT.state); --resume STATE continues such a run bit for bit (its\n"
+            "                    options are taken from the state; conflicting flags are an error)\n"
+            "  --stop-after N    stop after N steps in total (with --save-every: a planned interruption)\n"
+            "  --plot FILE.svg   write the training and validation loss curves (updated every epoch)\n");
 }
 
 int cmd_finetune(int argc, char **argv)
@@ -30,6 +43,21 @@ int cmd_finetune(int argc, char **argv)
     double alpha = 32;
     nd_trainer_opts o;
     nd_trainer_opts_default(&o);
+    /* --resume first: the saved options become the defaults the flags then override */
+    char state_default[4200] = "";
+    for (int i = 1; i < argc; i++) {
+        if ((v = cli_flag_value(argc, argv, &i, "--resume"))) {
+            o.resume_path = v;
+            needle_error e = {0, ""};
+            nd_safetensors st;
+            if (nd_st_open(v, &st, &e)) return cli_fail("finetune", e.message);
+            const char *opts = nd_st_meta(&st, "options");
+            int rc = opts ? nd_trainer_parse_description(opts, &o, &full, &rank, &alpha, &e)
+                          : nd_errorf(&e, NEEDLE_EFORMAT, "%s: not a training state (no \"options\")", v);
+            nd_st_close(&st);
+            if (rc) return cli_fail("finetune", e.message);
+        }
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--full")) full = 1;
@@ -46,6 +74,16 @@ int cmd_finetune(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) o.seed = strtoull(v, NULL, 10);
         else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) threads = atoi(v);
         else if ((v = cli_flag_value(argc, argv, &i, "--log-every"))) o.log_every = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--bucket-window"))) o.bucket_window = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--bucket"))) {
+            if (!strcmp(v, "global")) o.bucket = ND_BUCKET_GLOBAL;
+            else if (!strcmp(v, "batch")) o.bucket = ND_BUCKET_BATCH;
+            else return cli_fail("finetune", "--bucket must be global or batch");
+        } else if ((v = cli_flag_value(argc, argv, &i, "--save-every"))) o.save_every = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--state-file"))) o.save_path = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--resume"))) o.resume_path = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--stop-after"))) o.stop_after = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--plot"))) o.plot_path = v;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "needle finetune: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -55,9 +93,13 @@ int cmd_finetune(int argc, char **argv)
     }
     if (!data || !ckpt || !out) { usage(stderr); return 2; }
     if (o.epochs < 1 || o.batch_size < 1 || o.max_len < 2 || o.val_split < 0 || o.val_split >= 1 || o.lr <= 0 ||
-        (!full && (rank < 1 || alpha <= 0)))
+        (!full && (rank < 1 || alpha <= 0)) || o.bucket_window < 0 || o.save_every < 0 || o.stop_after < 0)
         return cli_fail("finetune", "an option is out of range (see --help)");
     if (!tok_path) tok_path = "tests/golden/tok8k.model";
+    if (o.save_every > 0 && !o.save_path) {
+        snprintf(state_default, sizeof state_default, "%s.state", out);
+        o.save_path = state_default;
+    }
 
     needle_error err = {0, ""};
     nd_tokenizer *tok = NULL;
@@ -82,8 +124,11 @@ int cmd_finetune(int argc, char **argv)
     nd_trainer_result res;
     if (nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &res, &err)) goto fail;
     if (full ? nd_train_save_full(&m, out, &err) : nd_train_save_lora(&m, out, &err)) goto fail;
-    fprintf(stderr, "  %d steps in %.1f s (%.0f tok/s); loss %.4f -> %.4f; wrote %s %s\n", res.steps, res.seconds,
-            res.tokens_per_s, res.first_loss, res.last_loss, full ? "checkpoint" : "adapter", out);
+    fprintf(stderr, "  %d steps in %.1f s (%.0f tok/s, %.0f%% of computed positions are real tokens); loss %.4f -> %.4f; "
+            "wrote %s %s\n", res.steps, res.seconds, res.tokens_per_s,
+            res.padded_tokens ? 100.0 * (double)res.real_tokens / (double)res.padded_tokens : 0.0, res.first_loss,
+            res.last_loss, full ? "checkpoint" : "adapter", out);
+    if (res.stopped) fprintf(stderr, "  stopped early by --stop-after (the output holds the weights at that step)\n");
     status = 0;
 fail:
     if (status) fprintf(stderr, "needle finetune: %s\n", err.message);

@@ -159,11 +159,33 @@ void nd_dataset_free(nd_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
-int nd_bucket_len(int longest, int max_len)
+int nd_bucket_len(int longest, int max_len) { return nd_bucket_len_min(longest, 128, max_len); }
+
+int nd_bucket_len_min(int longest, int min_len, int max_len)
 {
-    int t = 128;
+    int t = min_len > 0 ? min_len : 1;
     while (t < longest && t < (1 << 30)) t <<= 1;
     return t < max_len ? t : max_len;
+}
+
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t nd_dataset_fingerprint(const nd_dataset *ds)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv_bytes(h, &ds->n, sizeof ds->n);
+    for (int i = 0; i < ds->n; i++) {
+        const nd_example *ex = &ds->ex[i];
+        h = fnv_bytes(h, &ex->len, sizeof ex->len);
+        h = fnv_bytes(h, ex->ids, sizeof(int32_t) * (size_t)ex->len);
+        h = fnv_bytes(h, ex->mask, (size_t)ex->len);
+    }
+    return h;
 }
 
 long nd_make_batch(const nd_dataset *ds, const int *idx, int n, int B, int T, int pad_id, int32_t *ids,

@@ -40,6 +40,13 @@ void nd_dataset_free(nd_dataset *ds);
 /* The padded sequence length: smallest power of two >= 128 holding the
  * longest example, capped at max_len. */
 int nd_bucket_len(int longest, int max_len);
+/* The same with another floor: smallest power of two >= min_len holding
+ * `longest`, capped at max_len (per-batch buckets use a floor of 16). */
+int nd_bucket_len_min(int longest, int min_len, int max_len);
+
+/* A 64-bit FNV-1a hash of every example's ids and loss mask, in order: a
+ * resumed run checks it to be sure it sees the same rows. */
+uint64_t nd_dataset_fingerprint(const nd_dataset *ds);
 
 /* Fill a batch [B, T] from examples idx[0..n) (n <= B): ids padded with
  * pad_id, targets[i] = ids[i+1] where mask[i+1] is set, else -1; rows past n

@@ -1,7 +1,9 @@
 /* train_ckpt.c - reading and writing the training model by tensor name. */
 #include "train/train_ckpt.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,9 +98,240 @@ int nd_train_save_lora(const nd_train_model *m, const char *path, needle_error *
     snprintf(rank, sizeof rank, "%d", r);
     snprintf(alpha, sizeof alpha, "%.9g", (double)(m->lora_scale * (float)r));
     char *cfg = nd_config_to_json(&m->cfg);
-    const char *keys[5] = {"format", "rank", "alpha", "targets", "config"};
-    const char *vals[5] = {"needle-lora", rank, alpha, "q_proj,k_proj,v_proj,gate_proj,out_proj", cfg ? cfg : "{}"};
-    int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, 5, err);
+    char base_sum[32];
+    snprintf(base_sum, sizeof base_sum, "%016" PRIx64, nd_train_base_checksum(m));
+    const char *keys[6] = {"format", "rank", "alpha", "targets", "config", "base_checksum"};
+    const char *vals[6] = {"needle-lora", rank, alpha, "q_proj,k_proj,v_proj,gate_proj,out_proj", cfg ? cfg : "{}",
+                           base_sum};
+    int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, 6, err);
     free(cfg);
+    return rc;
+}
+
+/* ---- base checksum ------------------------------------------------------------ */
+static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        for (int k = 0; k < 4; k++) h = (h ^ ((u >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t nd_train_base_checksum(const nd_train_model *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int t = 0; t < ND_LORA_TARGETS; t++) {
+        int i = nd_train_find(m, nd_train_lora_target_name(t));
+        if (i >= 0) h = fnv_floats(h, m->params + m->tensors[i].offset, m->tensors[i].count);
+    }
+    return h;
+}
+
+int nd_train_base_checksum_file(const char *path, uint64_t *out, needle_error *err)
+{
+    nd_safetensors st;
+    int rc = nd_st_open(path, &st, err);
+    if (rc) return rc;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int t = 0; t < ND_LORA_TARGETS && !rc; t++) {
+        const nd_st_tensor *ts = nd_st_find(&st, nd_train_lora_target_name(t));
+        if (!ts) {
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, nd_train_lora_target_name(t));
+            break;
+        }
+        float *buf = malloc(sizeof(float) * (ts->numel ? ts->numel : 1));
+        if (!buf) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+        if (!rc) rc = nd_st_read_f32(ts, buf, path, err);
+        if (!rc) h = fnv_floats(h, buf, ts->numel);
+        free(buf);
+    }
+    nd_st_close(&st);
+    *out = h;
+    return rc;
+}
+
+/* ---- resumable state ---------------------------------------------------------- */
+int nd_train_state_init(nd_train_state *s, int n, int steps, int epochs, needle_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (n < 0 || steps < 0 || epochs < 0) return nd_errorf(err, NEEDLE_EINVAL, "train state: negative size");
+    s->order = calloc((size_t)n + 1, sizeof(int32_t));
+    s->train_loss = calloc((size_t)steps + 1, sizeof(float));
+    s->val_loss = calloc((size_t)epochs + 1, sizeof(float));
+    s->val_step = calloc((size_t)epochs + 1, sizeof(int32_t));
+    if (!s->order || !s->train_loss || !s->val_loss || !s->val_step) {
+        nd_train_state_free(s);
+        return nd_errorf(err, NEEDLE_ENOMEM, "train state: out of memory");
+    }
+    s->n_order = n;
+    s->cap_train_loss = steps;
+    s->cap_val_loss = epochs;
+    return 0;
+}
+
+void nd_train_state_free(nd_train_state *s)
+{
+    free(s->order);
+    free(s->train_loss);
+    free(s->val_loss);
+    free(s->val_step);
+    memset(s, 0, sizeof *s);
+}
+
+void nd_train_state_copy(nd_train_state *dst, const nd_train_state *src)
+{
+    dst->step = src->step;
+    dst->epoch = src->epoch;
+    dst->batch = src->batch;
+    dst->ep_steps = src->ep_steps;
+    dst->ep_sum = src->ep_sum;
+    dst->data_hash = src->data_hash;
+    memcpy(dst->opts, src->opts, sizeof dst->opts);
+    int n = src->n_order < dst->n_order ? src->n_order : dst->n_order;
+    memcpy(dst->order, src->order, sizeof(int32_t) * (size_t)n);
+    dst->n_train_loss = src->n_train_loss < dst->cap_train_loss ? src->n_train_loss : dst->cap_train_loss;
+    memcpy(dst->train_loss, src->train_loss, sizeof(float) * (size_t)dst->n_train_loss);
+    dst->n_val_loss = src->n_val_loss < dst->cap_val_loss ? src->n_val_loss : dst->cap_val_loss;
+    memcpy(dst->val_loss, src->val_loss, sizeof(float) * (size_t)dst->n_val_loss);
+    memcpy(dst->val_step, src->val_step, sizeof(int32_t) * (size_t)dst->n_val_loss);
+}
+
+static void state_weights(const nd_train_model *m, float **w, size_t *n)
+{
+    *w = m->lora ? m->lora : m->params;
+    *n = m->lora ? m->n_lora : m->n_params;
+}
+
+int nd_train_state_save(const char *path, const nd_train_model *m, const nd_adamw *opt, const nd_train_state *s,
+                        needle_error *err)
+{
+    float *w;
+    size_t nw;
+    state_weights(m, &w, &nw);
+    nd_st_out_tensor out[8];
+    size_t k = 0;
+    out[k++] = (nd_st_out_tensor){"weights", ND_ST_F32, 1, {(int64_t)nw}, w};
+    out[k++] = (nd_st_out_tensor){"adam.m", ND_ST_F32, 1, {(int64_t)opt->n}, opt->m};
+    out[k++] = (nd_st_out_tensor){"adam.v", ND_ST_F32, 1, {(int64_t)opt->n}, opt->v};
+    if (s->n_order) out[k++] = (nd_st_out_tensor){"order", ND_ST_I32, 1, {s->n_order}, s->order};
+    if (s->n_train_loss) out[k++] = (nd_st_out_tensor){"train_loss", ND_ST_F32, 1, {s->n_train_loss}, s->train_loss};
+    if (s->n_val_loss) {
+        out[k++] = (nd_st_out_tensor){"val_loss", ND_ST_F32, 1, {s->n_val_loss}, s->val_loss};
+        out[k++] = (nd_st_out_tensor){"val_step", ND_ST_I32, 1, {s->n_val_loss}, s->val_step};
+    }
+    char v[8][64];
+    snprintf(v[0], 64, "%d", s->step);
+    snprintf(v[1], 64, "%d", s->epoch);
+    snprintf(v[2], 64, "%d", s->batch);
+    snprintf(v[3], 64, "%d", s->ep_steps);
+    snprintf(v[4], 64, "%.17g", s->ep_sum);
+    snprintf(v[5], 64, "%016" PRIx64, s->data_hash);
+    snprintf(v[6], 64, "%ld", opt->step);
+    snprintf(v[7], 64, "%s", m->lora ? "lora" : "full");
+    const char *keys[10] = {"format", "step", "epoch", "batch", "epoch_steps", "epoch_loss_sum", "data_hash",
+                            "adam_step", "mode", "options"};
+    const char *vals[10] = {"needle-train-state", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], s->opts};
+    return nd_st_write(path, out, k, keys, vals, 10, err);
+}
+
+static int meta_long(const nd_safetensors *st, const char *key, long lo, long hi, long *out, const char *path,
+                     needle_error *err)
+{
+    const char *v = nd_st_meta(st, key);
+    char *end = NULL;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || x < lo || x > hi)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata \"%s\" missing or outside %ld..%ld", path, key, lo, hi);
+    *out = x;
+    return 0;
+}
+
+/* A 1-D tensor of `want` elements of dtype dt (want < 0: any length up to
+ * max), or absent when optional. */
+static const nd_st_tensor *vec(const nd_safetensors *st, const char *name, nd_st_dtype dt, long want, long max,
+                               int optional, const char *path, int *rc, needle_error *err)
+{
+    if (*rc) return NULL;
+    const nd_st_tensor *t = nd_st_find(st, name);
+    if (!t) {
+        if (!optional) *rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, name);
+        return NULL;
+    }
+    if (t->dtype != dt || t->ndim != 1 || (want >= 0 && (long)t->numel != want) || (long)t->numel > max)
+        *rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s has dtype %s and %zu elements, expected %s x %ld", path,
+                        name, nd_st_dtype_name(t->dtype), t->numel, nd_st_dtype_name(dt), want);
+    return *rc ? NULL : t;
+}
+
+int nd_train_state_load(const char *path, nd_train_model *m, nd_adamw *opt, nd_train_state *s, needle_error *err)
+{
+    memset(s, 0, sizeof *s);
+    nd_safetensors st;
+    int rc = nd_st_open(path, &st, err);
+    if (rc) return rc;
+    const char *fmt = nd_st_meta(&st, "format"), *mode = nd_st_meta(&st, "mode"), *opts = nd_st_meta(&st, "options");
+    const char *hash = nd_st_meta(&st, "data_hash"), *ep_sum = nd_st_meta(&st, "epoch_loss_sum");
+    if (!fmt || strcmp(fmt, "needle-train-state") != 0)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: not a training state (metadata format is not needle-train-state)",
+                       path);
+    else if (!mode || strcmp(mode, m->lora ? "lora" : "full") != 0)
+        rc = nd_errorf(err, NEEDLE_EINVAL, "%s: a %s training state, this run is %s", path, mode ? mode : "?",
+                       m->lora ? "lora" : "full");
+    else if (!opts || strlen(opts) >= sizeof s->opts || !hash || !ep_sum)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata options/data_hash/epoch_loss_sum missing", path);
+    long step = 0, epoch = 0, batch = 0, ep_steps = 0, adam_step = 0;
+    const long BIG = 1L << 30;
+    if (!rc) rc = meta_long(&st, "step", 0, BIG, &step, path, err);
+    if (!rc) rc = meta_long(&st, "epoch", 0, BIG, &epoch, path, err);
+    if (!rc) rc = meta_long(&st, "batch", 0, BIG, &batch, path, err);
+    if (!rc) rc = meta_long(&st, "epoch_steps", 0, BIG, &ep_steps, path, err);
+    if (!rc) rc = meta_long(&st, "adam_step", 0, BIG, &adam_step, path, err);
+    float *w;
+    size_t nw;
+    state_weights(m, &w, &nw);
+    const nd_st_tensor *tw = vec(&st, "weights", ND_ST_F32, (long)nw, LONG_MAX, 0, path, &rc, err);
+    const nd_st_tensor *tm = vec(&st, "adam.m", ND_ST_F32, (long)opt->n, LONG_MAX, 0, path, &rc, err);
+    const nd_st_tensor *tv = vec(&st, "adam.v", ND_ST_F32, (long)opt->n, LONG_MAX, 0, path, &rc, err);
+    const nd_st_tensor *to = vec(&st, "order", ND_ST_I32, -1, BIG, 1, path, &rc, err);
+    const nd_st_tensor *tl = vec(&st, "train_loss", ND_ST_F32, -1, BIG, 1, path, &rc, err);
+    const nd_st_tensor *tvl = vec(&st, "val_loss", ND_ST_F32, -1, BIG, 1, path, &rc, err);
+    const nd_st_tensor *tvs = vec(&st, "val_step", ND_ST_I32, tvl ? (long)tvl->numel : 0, BIG, tvl == NULL, path,
+                                  &rc, err);
+    if (!rc)
+        rc = nd_train_state_init(s, to ? (int)to->numel : 0, tl ? (int)tl->numel : 0, tvl ? (int)tvl->numel : 0,
+                                 err);
+    if (!rc) {
+        s->step = (int)step;
+        s->epoch = (int)epoch;
+        s->batch = (int)batch;
+        s->ep_steps = (int)ep_steps;
+        s->ep_sum = strtod(ep_sum, NULL);
+        s->data_hash = strtoull(hash, NULL, 16);
+        snprintf(s->opts, sizeof s->opts, "%s", opts);
+        s->n_train_loss = s->cap_train_loss;
+        s->n_val_loss = s->cap_val_loss;
+        if (to) memcpy(s->order, to->data, sizeof(int32_t) * to->numel);
+        if (tvs) memcpy(s->val_step, tvs->data, sizeof(int32_t) * tvs->numel);
+        if (tl) rc = nd_st_read_f32(tl, s->train_loss, path, err);
+        if (!rc && tvl) rc = nd_st_read_f32(tvl, s->val_loss, path, err);
+        /* the model and optimizer change only once everything has been read */
+        float *mm = malloc(sizeof(float) * (opt->n ? opt->n : 1)), *vv = malloc(sizeof(float) * (opt->n ? opt->n : 1));
+        float *ww = malloc(sizeof(float) * (nw ? nw : 1));
+        if (!rc && (!mm || !vv || !ww)) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+        if (!rc) rc = nd_st_read_f32(tw, ww, path, err);
+        if (!rc) rc = nd_st_read_f32(tm, mm, path, err);
+        if (!rc) rc = nd_st_read_f32(tv, vv, path, err);
+        if (!rc) {
+            memcpy(w, ww, sizeof(float) * nw);
+            memcpy(opt->m, mm, sizeof(float) * opt->n);
+            memcpy(opt->v, vv, sizeof(float) * opt->n);
+            opt->step = adam_step;
+        }
+        free(mm); free(vv); free(ww);
+    }
+    nd_st_close(&st);
+    if (rc) nd_train_state_free(s);
     return rc;
 }

@@ -82,6 +82,17 @@ int nd_train_plan(nd_train_model *m, int B, int T, needle_error *err)
     if (m->act && m->act->B == B && m->act->T == T) return 0;
     nd_train_act probe;
     size_t need = plan_layout(&probe, m, B, T, NULL);
+    if (m->act && need <= m->act->floats) {
+        /* A smaller batch (per-batch length buckets): lay the buffers out again
+         * inside the slab we have.  Every op writes what it later reads (the
+         * backward zeroes its accumulators), so stale contents do not matter. */
+        nd_train_act *a = m->act;
+        plan_layout(a, m, B, T, a->slab);
+        a->B = B;
+        a->T = T;
+        nd_op_rope_tables(a->rope_cos, a->rope_sin, T, m->cfg.head_dim, m->cfg.rope_theta);
+        return 0;
+    }
     if (need > ((size_t)1 << 40))
         return nd_errorf(err, NEEDLE_ELIMIT, "train: activations for %d x %d would need %zu floats", B, T, need);
     nd_train_act *a = calloc(1, sizeof *a);

@@ -1,6 +1,8 @@
-/* trainer.c - the fine-tuning loop (SPEC 9). */
+/* trainer.c - the fine-tuning loop (SPEC 9), with per-batch length buckets,
+ * resumable state and the loss plot. */
 #include "train/trainer.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "train/adamw.h"
+#include "train/plot_svg.h"
 #include "train/schedule.h"
+#include "train/train_ckpt.h"
 
 void nd_trainer_opts_default(nd_trainer_opts *o)
 {
@@ -20,6 +24,47 @@ void nd_trainer_opts_default(nd_trainer_opts *o)
     o->log_every = 10;
     o->lr = 1e-4;
     o->val_split = 0.1;
+    o->bucket = ND_BUCKET_GLOBAL;
+    o->bucket_window = 50;
+}
+
+void nd_trainer_describe(const nd_trainer_opts *o, const nd_train_model *m, char *out, size_t size)
+{
+    /* %.17g round-trips a double exactly, so equal text means equal options */
+    snprintf(out, size,
+             "mode=%s;rank=%d;alpha=%.17g;epochs=%d;batch=%d;max_len=%d;lr=%.17g;val_split=%.17g;seed=%" PRIu64
+             ";bucket=%s;bucket_window=%d",
+             m->lora ? "lora" : "full", m->lora ? m->lora_rank : 0,
+             m->lora ? (double)(m->lora_scale * (float)m->lora_rank) : 0.0, o->epochs, o->batch_size, o->max_len,
+             o->lr, o->val_split, o->seed, o->bucket == ND_BUCKET_BATCH ? "batch" : "global",
+             o->bucket == ND_BUCKET_BATCH ? o->bucket_window : 0);
+}
+
+int nd_trainer_parse_description(const char *s, nd_trainer_opts *o, int *full, int *rank, double *alpha,
+                                 needle_error *err)
+{
+    char buf[1024];
+    if (strlen(s) >= sizeof buf) return nd_errorf(err, NEEDLE_EFORMAT, "training options: line too long");
+    strcpy(buf, s);
+    for (char *tok = strtok(buf, ";"); tok; tok = strtok(NULL, ";")) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return nd_errorf(err, NEEDLE_EFORMAT, "training options: '%s' is not key=value", tok);
+        *eq = '\0';
+        const char *k = tok, *v = eq + 1;
+        if (!strcmp(k, "mode")) *full = !strcmp(v, "full");
+        else if (!strcmp(k, "rank")) *rank = atoi(v);
+        else if (!strcmp(k, "alpha")) *alpha = strtod(v, NULL);
+        else if (!strcmp(k, "epochs")) o->epochs = atoi(v);
+        else if (!strcmp(k, "batch")) o->batch_size = atoi(v);
+        else if (!strcmp(k, "max_len")) o->max_len = atoi(v);
+        else if (!strcmp(k, "lr")) o->lr = strtod(v, NULL);
+        else if (!strcmp(k, "val_split")) o->val_split = strtod(v, NULL);
+        else if (!strcmp(k, "seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "bucket")) o->bucket = !strcmp(v, "batch") ? ND_BUCKET_BATCH : ND_BUCKET_GLOBAL;
+        else if (!strcmp(k, "bucket_window")) o->bucket_window = atoi(v);
+        /* unknown keys: written by a newer build, ignored */
+    }
+    return 0;
 }
 
 static double now_s(void)
@@ -47,20 +92,153 @@ static void trainable(nd_train_model *m, float **w, float **g, size_t *n)
     *n = end;
 }
 
+/* ---- the batches of one epoch ---------------------------------------------- */
+typedef struct epoch_plan {
+    int *rows;  /* the rows in visiting order; batch b is rows[start[b] .. start[b]+count[b]) */
+    int *start, *count, *len; /* per batch: first row, rows, padded length T */
+    int n_batches;
+} epoch_plan;
+
+static void plan_free(epoch_plan *p)
+{
+    free(p->rows); free(p->start); free(p->count); free(p->len);
+    memset(p, 0, sizeof *p);
+}
+
+typedef struct { int len, pos, row; } sort_key;
+
+static int by_len_then_pos(const void *a, const void *b)
+{
+    const sort_key *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos); /* ties keep the shuffled order: deterministic */
+}
+
+static int longest_of(const nd_dataset *ds, const int *rows, int n)
+{
+    int L = 0;
+    for (int i = 0; i < n; i++) L = ds->ex[rows[i]].len > L ? ds->ex[rows[i]].len : L;
+    return L;
+}
+
+/* Cut rows[0..n) into batches of B.  GLOBAL: in order, every batch padded to
+ * T_global.  BATCH: sort within windows, pad each batch to its own bucket,
+ * shuffle the batch order with the stream (seed, shuffle_stream). */
+static int plan_epoch(epoch_plan *p, const nd_dataset *ds, const int *rows, int n, int B, int T_global,
+                      const nd_trainer_opts *o, uint64_t shuffle_stream)
+{
+    memset(p, 0, sizeof *p);
+    int nb = (n + B - 1) / B;
+    p->rows = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    p->start = malloc(sizeof(int) * (size_t)(nb ? nb : 1));
+    p->count = malloc(sizeof(int) * (size_t)(nb ? nb : 1));
+    p->len = malloc(sizeof(int) * (size_t)(nb ? nb : 1));
+    if (!p->rows || !p->start || !p->count || !p->len) { plan_free(p); return NEEDLE_ENOMEM; }
+    memcpy(p->rows, rows, sizeof(int) * (size_t)n);
+    p->n_batches = nb;
+    int batch_mode = o->bucket == ND_BUCKET_BATCH;
+    if (batch_mode && o->bucket_window > 0) {
+        size_t win = (size_t)o->bucket_window * (size_t)B;
+        sort_key *k = malloc(sizeof *k * (size_t)(n ? n : 1));
+        if (!k) { plan_free(p); return NEEDLE_ENOMEM; }
+        for (int i = 0; i < n; i++) k[i] = (sort_key){ds->ex[rows[i]].len, i, rows[i]};
+        for (size_t w0 = 0; w0 < (size_t)n; w0 += win) {
+            size_t wn = (size_t)n - w0 < win ? (size_t)n - w0 : win;
+            qsort(k + w0, wn, sizeof *k, by_len_then_pos);
+        }
+        for (int i = 0; i < n; i++) p->rows[i] = k[i].row;
+        free(k);
+    }
+    int *order = malloc(sizeof(int) * (size_t)(nb ? nb : 1));
+    if (!order) { plan_free(p); return NEEDLE_ENOMEM; }
+    for (int b = 0; b < nb; b++) order[b] = b;
+    if (batch_mode && o->bucket_window > 0) {
+        /* sorted windows would otherwise visit short batches, then long ones */
+        nd_rng r;
+        nd_rng_seed_stream(&r, o->seed, shuffle_stream);
+        nd_rng_shuffle_int(&r, order, (size_t)nb);
+    }
+    int cap = o->max_len;
+    for (int b = 0; b < nb; b++) {
+        int s = order[b] * B, c = n - s < B ? n - s : B;
+        p->start[b] = s;
+        p->count[b] = c;
+        p->len[b] = batch_mode ? nd_bucket_len_min(longest_of(ds, p->rows + s, c), ND_BUCKET_MIN_LEN, cap) : T_global;
+        if (p->len[b] > T_global) p->len[b] = T_global;
+    }
+    free(order);
+    return 0;
+}
+
 /* Token-weighted mean loss over rows idx[0..n). */
 static double eval_loss(nd_train_model *m, const nd_dataset *ds, const int *idx, int n, int B, int T, int pad,
-                        int32_t *ids, int32_t *tg)
+                        const nd_trainer_opts *o, int32_t *ids, int32_t *tg)
 {
+    epoch_plan p;
+    /* validation order does not change the (token-weighted) mean, so it is
+     * always sorted when buckets are per batch: the least padding */
+    nd_trainer_opts vo = *o;
+    if (vo.bucket == ND_BUCKET_BATCH) vo.bucket_window = (n + B - 1) / B + 1;
+    if (plan_epoch(&p, ds, idx, n, B, T, &vo, 0)) return NAN;
     double sum = 0.0;
     long count = 0;
-    for (int i = 0; i < n; i += B) {
-        int k = n - i < B ? n - i : B;
-        nd_make_batch(ds, idx + i, k, B, T, pad, ids, tg);
+    for (int b = 0; b < p.n_batches; b++) {
+        int k = p.count[b], Tb = p.len[b], Bb = o->bucket == ND_BUCKET_BATCH ? k : B;
+        nd_make_batch(ds, p.rows + p.start[b], k, Bb, Tb, pad, ids, tg);
         int c = 0;
-        sum += nd_train_step_grad(m, ids, tg, B, T, 0, &c);
+        sum += nd_train_step_grad(m, ids, tg, Bb, Tb, 0, &c);
         count += c;
     }
+    plan_free(&p);
     return count ? sum / (double)count : NAN;
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+typedef struct run_ctx {
+    nd_train_model *m;
+    const nd_dataset *ds;
+    const nd_trainer_opts *o;
+    nd_adamw opt;
+    nd_train_state st; /* the position and history, saved as they are */
+    int total;
+} run_ctx;
+
+static int save_state(run_ctx *c, needle_error *err)
+{
+    int rc = nd_train_state_save(c->o->save_path, c->m, &c->opt, &c->st, err);
+    if (!rc && c->o->progress) {
+        fprintf(c->o->progress, "  saved the training state at step %d to %s\n", c->st.step, c->o->save_path);
+        fflush(c->o->progress);
+    }
+    return rc;
+}
+
+static int write_plot(run_ctx *c, needle_error *err)
+{
+    if (!c->o->plot_path) return 0;
+    return nd_plot_loss_svg(c->o->plot_path, c->st.train_loss, c->st.n_train_loss, c->st.val_loss, c->st.val_step,
+                            c->st.n_val_loss, err);
+}
+
+/* Check that a resumed state fits this run and take its position. */
+static int adopt_state(run_ctx *c, nd_train_state *loaded, const char *desc, int n, needle_error *err)
+{
+    const char *path = c->o->resume_path;
+    if (strcmp(loaded->opts, desc) != 0)
+        return nd_errorf(err, NEEDLE_EINVAL, "%s: saved with options \"%s\", this run has \"%s\"", path,
+                         loaded->opts, desc);
+    if (loaded->data_hash != nd_dataset_fingerprint(c->ds) || loaded->n_order != n)
+        return nd_errorf(err, NEEDLE_EINVAL, "%s: saved for other training data (%d rows; this run has %d)", path,
+                         loaded->n_order, n);
+    for (int i = 0; i < n; i++)
+        if (loaded->order[i] < 0 || loaded->order[i] >= n)
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: row order entry %d is %d, outside 0..%d", path, i,
+                             loaded->order[i], n - 1);
+    if (loaded->step < 0 || loaded->step > c->total || loaded->epoch < 0 || loaded->epoch > c->o->epochs ||
+        loaded->n_train_loss != loaded->step || loaded->n_val_loss > c->o->epochs)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: position step %d epoch %d does not fit a run of %d steps", path,
+                         loaded->step, loaded->epoch, c->total);
+    return 0;
 }
 
 int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd_trainer_opts *o,
@@ -69,10 +247,17 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     memset(res, 0, sizeof *res);
     if (!m->lora && !m->grads)
         return nd_errorf(err, NEEDLE_ESTATE, "trainer: neither LoRA nor full training is enabled");
-    if (o->epochs < 1 || o->batch_size < 1 || o->val_split < 0 || o->val_split >= 1)
+    if (o->epochs < 1 || o->batch_size < 1 || o->val_split < 0 || o->val_split >= 1 || o->bucket_window < 0 ||
+        (o->bucket != ND_BUCKET_GLOBAL && o->bucket != ND_BUCKET_BATCH) || o->save_every < 0 ||
+        (o->save_every > 0 && !o->save_path))
         return nd_errorf(err, NEEDLE_EINVAL, "trainer: bad options (epochs %d, batch %d, val split %g)", o->epochs,
                          o->batch_size, o->val_split);
     int n = ds->n;
+    run_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.ds = ds;
+    c.o = o;
     int *order = malloc(sizeof(int) * (size_t)n);
     if (!order) return nd_errorf(err, NEEDLE_ENOMEM, "trainer: out of memory");
     for (int i = 0; i < n; i++) order[i] = i;
@@ -87,47 +272,95 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     int T = nd_bucket_len(longest, o->max_len < m->cfg.max_seq_len ? o->max_len : m->cfg.max_seq_len);
     int B = o->batch_size < n_train ? o->batch_size : n_train;
     int steps_per_epoch = (n_train + B - 1) / B, total = steps_per_epoch * o->epochs;
+    c.total = total;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
     float *w, *g;
     size_t nw;
     trainable(m, &w, &g, &nw);
-    nd_adamw opt;
+    char desc[512];
+    nd_trainer_describe(o, m, desc, sizeof desc);
     int rc = (!ids || !tg) ? nd_errorf(err, NEEDLE_ENOMEM, "trainer: out of memory") : 0;
-    if (!rc) rc = nd_adamw_init(&opt, nw, err);
+    if (!rc) rc = nd_adamw_init(&c.opt, nw, err);
+    if (!rc) rc = nd_train_state_init(&c.st, n, total, o->epochs, err);
+    /* the largest batch first: smaller per-batch buckets then reuse its memory */
     if (!rc) rc = nd_train_plan(m, B, T, err);
+    int start_epoch = 0, start_batch = 0;
+    if (!rc && o->resume_path) {
+        nd_train_state loaded;
+        rc = nd_train_state_load(o->resume_path, m, &c.opt, &loaded, err);
+        if (!rc) {
+            rc = adopt_state(&c, &loaded, desc, n, err);
+            if (!rc) {
+                nd_train_state_copy(&c.st, &loaded);
+                for (int i = 0; i < n; i++) order[i] = c.st.order[i];
+                start_epoch = c.st.epoch;
+                start_batch = c.st.batch;
+            }
+            nd_train_state_free(&loaded);
+        }
+    }
     if (rc) {
+        nd_adamw_free(&c.opt);
+        nd_train_state_free(&c.st);
         free(order); free(ids); free(tg);
         return rc;
     }
+    snprintf(c.st.opts, sizeof c.st.opts, "%s", desc);
+    c.st.data_hash = nd_dataset_fingerprint(ds);
     res->n_train = n_train;
     res->n_val = n_val;
     res->seq_len = T;
-    if (o->progress)
-        fprintf(o->progress, "  %d train rows, %d validation rows, batch %d x %d, %d steps, %zu trainable params\n",
-                n_train, n_val, B, T, total, nw);
+    if (o->progress) {
+        fprintf(o->progress, "  %d train rows, %d validation rows, batch %d x %d%s, %d steps, %zu trainable params\n",
+                n_train, n_val, B, T, o->bucket == ND_BUCKET_BATCH ? " (largest; each batch padded to its own bucket)" : "",
+                total, nw);
+        if (o->resume_path)
+            fprintf(o->progress, "  resumed from %s at step %d (epoch %d, batch %d)\n", o->resume_path, c.st.step,
+                    start_epoch + 1, start_batch);
+    }
     double t0 = now_s(), tw = t0;
     long tokens = 0, tokens_win = 0;
-    int step = 0;
-    for (int ep = 0; ep < o->epochs && !rc; ep++) {
-        nd_rng er;
-        nd_rng_seed_stream(&er, o->seed, 1000 + (uint64_t)ep);
-        nd_rng_shuffle_int(&er, train, (size_t)n_train);
-        double ep_sum = 0;
-        int ep_steps = 0;
-        for (int i = 0; i < n_train; i += B, step++) {
-            int k = n_train - i < B ? n_train - i : B;
-            long real = nd_make_batch(ds, train + i, k, B, T, pad_id, ids, tg);
-            int c = 0;
-            double loss = nd_train_step_grad(m, ids, tg, B, T, 1, &c);
-            if (!isfinite(loss)) { rc = nd_errorf(err, NEEDLE_ENOMEM, "trainer: step %d failed (loss %g)", step + 1, loss); break; }
-            loss = c ? loss / c : 0.0;
-            nd_adamw_step(&opt, w, g, nd_schedule_lr(o->lr, step, total));
+    int step = c.st.step;
+    res->first_loss = c.st.n_train_loss ? c.st.train_loss[0] : 0.0;
+    for (int ep = start_epoch; ep < o->epochs && !rc && !res->stopped; ep++) {
+        int resuming = ep == start_epoch && o->resume_path;
+        if (!resuming) {
+            /* the epoch's shuffle: the saved order already has it when resuming mid-epoch */
+            nd_rng er;
+            nd_rng_seed_stream(&er, o->seed, 1000 + (uint64_t)ep);
+            nd_rng_shuffle_int(&er, train, (size_t)n_train);
+            c.st.ep_sum = 0;
+            c.st.ep_steps = 0;
+        }
+        epoch_plan p;
+        if (plan_epoch(&p, ds, train, n_train, B, T, o, 2000 + (uint64_t)ep)) {
+            rc = nd_errorf(err, NEEDLE_ENOMEM, "trainer: out of memory");
+            break;
+        }
+        for (int bi = resuming ? start_batch : 0; bi < p.n_batches; bi++, step++) {
+            int k = p.count[bi], Tb = p.len[bi], Bb = o->bucket == ND_BUCKET_BATCH ? k : B;
+            long real = nd_make_batch(ds, p.rows + p.start[bi], k, Bb, Tb, pad_id, ids, tg);
+            int cnt = 0;
+            double loss = nd_train_step_grad(m, ids, tg, Bb, Tb, 1, &cnt);
+            if (!isfinite(loss)) {
+                rc = nd_errorf(err, NEEDLE_ENOMEM, "trainer: step %d failed (loss %g)", step + 1, loss);
+                break;
+            }
+            loss = cnt ? loss / cnt : 0.0;
+            nd_adamw_step(&c.opt, w, g, nd_schedule_lr(o->lr, step, total));
             tokens += real;
             tokens_win += real;
-            ep_sum += loss;
-            ep_steps++;
+            res->real_tokens += real;
+            res->padded_tokens += (long)Bb * Tb;
+            c.st.ep_sum += loss;
+            c.st.ep_steps++;
             if (step == 0) res->first_loss = loss;
             res->last_loss = loss;
+            c.st.train_loss[c.st.n_train_loss++] = (float)loss;
+            c.st.step = step + 1;
+            c.st.epoch = ep;
+            c.st.batch = bi + 1;
+            for (int i = 0; i < n; i++) c.st.order[i] = order[i];
             if (o->progress && ((step + 1) % (o->log_every > 0 ? o->log_every : 1) == 0 || step == 0 ||
                                 step + 1 == total)) {
                 double t = now_s();
@@ -137,20 +370,38 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
                 tw = t;
                 tokens_win = 0;
             }
+            if (o->save_every > 0 && (step + 1) % o->save_every == 0 && (rc = save_state(&c, err))) break;
+            if (o->stop_after > 0 && step + 1 >= o->stop_after && step + 1 < total) {
+                res->stopped = 1;
+                step++;
+                break;
+            }
         }
-        if (rc) break;
-        res->last_val_loss = n_val ? eval_loss(m, ds, val, n_val, B, T, pad_id, ids, tg) : NAN;
+        plan_free(&p);
+        if (rc || res->stopped) break;
+        res->last_val_loss = n_val ? eval_loss(m, ds, val, n_val, B, T, pad_id, o, ids, tg) : NAN;
+        if (n_val) {
+            c.st.val_loss[c.st.n_val_loss] = (float)res->last_val_loss;
+            c.st.val_step[c.st.n_val_loss++] = step;
+        }
+        /* the next epoch starts from its first batch */
+        c.st.epoch = ep + 1;
+        c.st.batch = 0;
         if (o->progress) {
-            fprintf(o->progress, "  epoch %d/%d  train loss %.4f", ep + 1, o->epochs, ep_sum / (ep_steps ? ep_steps : 1));
+            fprintf(o->progress, "  epoch %d/%d  train loss %.4f", ep + 1, o->epochs,
+                    c.st.ep_sum / (c.st.ep_steps ? c.st.ep_steps : 1));
             if (n_val) fprintf(o->progress, "  val loss %.4f", res->last_val_loss);
             fprintf(o->progress, "\n");
             fflush(o->progress);
         }
+        if (!rc) rc = write_plot(&c, err);
     }
+    if (!rc) rc = write_plot(&c, err);
     res->steps = step;
     res->seconds = now_s() - t0;
     res->tokens_per_s = tokens / (res->seconds > 1e-9 ? res->seconds : 1e-9);
-    nd_adamw_free(&opt);
+    nd_adamw_free(&c.opt);
+    nd_train_state_free(&c.st);
     free(order); free(ids); free(tg);
     return rc;
 }

@@ -1,0 +1,126 @@
+/* merge.c - W += (alpha / r) * A B for the five LoRA targets of every layer. */
+#include "train/merge.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "train/train_ckpt.h"
+#include "train/train_model.h"
+
+static nd_matrix *target_matrix(nd_layer_weights *ly, int t)
+{
+    nd_matrix *m[ND_LORA_TARGETS] = {&ly->q_proj, &ly->k_proj, &ly->v_proj, &ly->gate_proj, &ly->out_proj};
+    return m[t];
+}
+
+/* A positive number from metadata (rank, alpha). */
+static int meta_number(const nd_safetensors *st, const char *key, const char *path, double *out, needle_error *err)
+{
+    const char *v = nd_st_meta(st, key);
+    char *end = NULL;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || end == v || *end || !isfinite(x) || x <= 0 || x > 1e9)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata \"%s\" missing or not a positive number", path, key);
+    *out = x;
+    return 0;
+}
+
+/* A (L, in, r) or B (L, r, out) factor of target t, checked and read as float. */
+static int read_factor(const nd_safetensors *st, const char *path, int t, const char *suffix, int64_t d0, int64_t d1,
+                       int64_t d2, float **out, needle_error *err)
+{
+    char name[192];
+    snprintf(name, sizeof name, "%s.%s", nd_train_lora_target_name(t), suffix);
+    const nd_st_tensor *ts = nd_st_find(st, name);
+    if (!ts) return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, name);
+    if (!nd_st_is_float(ts->dtype) || ts->ndim != 3 || ts->shape[0] != d0 || ts->shape[1] != d1 || ts->shape[2] != d2)
+        return nd_errorf(err, NEEDLE_EFORMAT,
+                         "%s: tensor %s has dtype %s and %d dims (%lld, %lld, %lld), the base needs float "
+                         "(%lld, %lld, %lld)", path, name, nd_st_dtype_name(ts->dtype), ts->ndim,
+                         (long long)(ts->ndim > 0 ? ts->shape[0] : 0), (long long)(ts->ndim > 1 ? ts->shape[1] : 0),
+                         (long long)(ts->ndim > 2 ? ts->shape[2] : 0), (long long)d0, (long long)d1, (long long)d2);
+    *out = malloc(sizeof(float) * (ts->numel ? ts->numel : 1));
+    if (!*out) return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory for %s", path, name);
+    int rc = nd_st_read_f32(ts, *out, path, err);
+    if (rc) { free(*out); *out = NULL; }
+    return rc;
+}
+
+static int inside_mapping(const nd_weights *w, const float *p)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    return w->map.data && b >= w->map.data && b < w->map.data + w->map.size;
+}
+
+int nd_lora_merge(nd_weights *w, const char *adapter_path, const char *base_path, needle_error *err)
+{
+    nd_safetensors st;
+    int rc = nd_st_open(adapter_path, &st, err);
+    if (rc) return rc;
+    const char *fmt = nd_st_meta(&st, "format");
+    double rank_d = 0, alpha = 0;
+    if (fmt && strcmp(fmt, "needle-lora") != 0)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata format is \"%s\", not a needle-lora adapter", adapter_path,
+                       fmt);
+    if (!rc) rc = meta_number(&st, "rank", adapter_path, &rank_d, err);
+    if (!rc) rc = meta_number(&st, "alpha", adapter_path, &alpha, err);
+    if (!rc && (rank_d != floor(rank_d) || rank_d > 4096))
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: rank %g is not an integer in 1..4096", adapter_path, rank_d);
+    const char *sum = nd_st_meta(&st, "base_checksum");
+    if (!rc && sum && base_path) {
+        uint64_t have = 0;
+        rc = nd_train_base_checksum_file(base_path, &have, err);
+        char have_s[32];
+        snprintf(have_s, sizeof have_s, "%016" PRIx64, have);
+        if (!rc && strcmp(have_s, sum) != 0)
+            rc = nd_errorf(err, NEEDLE_EINVAL, "%s: trained on a different base (base_checksum %s; %s has %s)",
+                           adapter_path, sum, base_path, have_s);
+    }
+    int L = w->cfg.num_layers, r = (int)rank_d;
+    float scale = (float)(alpha / rank_d);
+    for (int t = 0; t < ND_LORA_TARGETS && !rc; t++)
+        for (int l = 0; l < L && !rc; l++) {
+            const nd_matrix *m = target_matrix(&w->layers[l], t);
+            if (m->kind != ND_MAT_F32 || inside_mapping(w, m->f32))
+                rc = nd_errorf(err, NEEDLE_EUNSUPPORTED, "%s: layer %d of %s is not a writable float matrix (merge "
+                               "needs a .safetensors base, not a .cact)", adapter_path, l, nd_train_lora_target_name(t));
+        }
+    /* read every factor first, so a bad adapter leaves w untouched */
+    float *A[ND_LORA_TARGETS] = {0}, *B[ND_LORA_TARGETS] = {0};
+    for (int t = 0; t < ND_LORA_TARGETS && !rc; t++) {
+        const nd_matrix *m = target_matrix(&w->layers[0], t);
+        rc = read_factor(&st, adapter_path, t, "lora_A", L, m->cols, r, &A[t], err);
+        if (!rc) rc = read_factor(&st, adapter_path, t, "lora_B", L, r, m->rows, &B[t], err);
+    }
+    float *bt = rc ? NULL : malloc(sizeof(float) * (size_t)r * (size_t)(w->cfg.d_model > w->cfg.attn_dim ?
+                                                                           w->cfg.d_model : w->cfg.attn_dim) * 2);
+    if (!rc && !bt) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", adapter_path);
+    for (int t = 0; t < ND_LORA_TARGETS && !rc; t++)
+        for (int l = 0; l < L; l++) {
+            nd_matrix *m = target_matrix(&w->layers[l], t);
+            int in = m->cols, out = m->rows;
+            const float *Al = A[t] + (size_t)l * in * r, *Bl = B[t] + (size_t)l * r * out;
+            float *W = (float *)m->f32; /* owned by w (checked above) */
+            for (int o = 0; o < out; o++)
+                for (int k = 0; k < r; k++) bt[(size_t)o * r + k] = Bl[(size_t)k * out + o];
+            for (int o = 0; o < out; o++) {
+                const float *bo = bt + (size_t)o * r;
+                float *row = W + (size_t)o * in;
+                for (int i = 0; i < in; i++) {
+                    const float *ai = Al + (size_t)i * r;
+                    float s = 0.0f;
+                    for (int k = 0; k < r; k++) s += ai[k] * bo[k];
+                    row[i] += scale * s;
+                }
+            }
+        }
+    free(bt);
+    for (int t = 0; t < ND_LORA_TARGETS; t++) { free(A[t]); free(B[t]); }
+    nd_st_close(&st);
+    return rc;
+}
