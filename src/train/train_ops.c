@@ -10,6 +10,9 @@
  * -ffast-math; every reduction uses a fixed lane layout, so results do not
  * depend on threads or alignment. */
 typedef float v8 __attribute__((vector_size(32)));
+/* Without -march=native (NATIVE=0) passing a 32-byte vector by value "changes
+ * the ABI"; every helper here is static, so no ABI is crossed. */
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 static inline v8 ld8(const float *p) { v8 v; memcpy(&v, p, sizeof v); return v; }
 static inline void st8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
@@ -107,12 +110,82 @@ static void gemm(nd_threadpool *pool, float *y, const float *x, const float *W, 
     nd_threadpool_run(pool, (rows + GEMM_TASK_ROWS - 1) / GEMM_TASK_ROWS, gemm_task, &j);
 }
 
+/* ---- dW += x^T dy without a transpose -------------------------------------
+ * dW[in,out] += sum_i x[i,:]^T dy[i,:].  The same 4 x 16 register block as
+ * gemm_rows, but the 4 "rows" are 4 adjacent input features read with the
+ * stride of x: no N x in transpose is materialised (that copy was serial and
+ * cache-hostile, 17% of a training step).  The sum over i runs in order, so
+ * every dW entry is the same sum as gemm(x^T, dy) gave - bit-identical. */
+static void gemm_tn_rows(float *dW, const float *x, const float *dy, int k0, int k1, int N, int in, int out)
+{
+    int k = k0;
+    for (; k + 4 <= k1; k += 4) {
+        float *y0 = dW + (size_t)k * out, *y1 = y0 + out, *y2 = y1 + out, *y3 = y2 + out;
+        int j = 0;
+        for (; j + 16 <= out; j += 16) {
+            v8 a00 = ld8(y0 + j), a01 = ld8(y0 + j + 8), a10 = ld8(y1 + j), a11 = ld8(y1 + j + 8);
+            v8 a20 = ld8(y2 + j), a21 = ld8(y2 + j + 8), a30 = ld8(y3 + j), a31 = ld8(y3 + j + 8);
+            const float *xi = x + k, *w = dy + j;
+            for (int i = 0; i < N; i++, xi += in, w += out) {
+                v8 w0 = ld8(w), w1 = ld8(w + 8);
+                v8 b0 = splat8(xi[0]), b1 = splat8(xi[1]), b2 = splat8(xi[2]), b3 = splat8(xi[3]);
+                a00 += b0 * w0; a01 += b0 * w1; a10 += b1 * w0; a11 += b1 * w1;
+                a20 += b2 * w0; a21 += b2 * w1; a30 += b3 * w0; a31 += b3 * w1;
+            }
+            st8(y0 + j, a00); st8(y0 + j + 8, a01); st8(y1 + j, a10); st8(y1 + j + 8, a11);
+            st8(y2 + j, a20); st8(y2 + j + 8, a21); st8(y3 + j, a30); st8(y3 + j + 8, a31);
+        }
+        for (; j < out; j++) {
+            float s0 = y0[j], s1 = y1[j], s2 = y2[j], s3 = y3[j];
+            const float *xi = x + k;
+            for (int i = 0; i < N; i++, xi += in) {
+                float wk = dy[(size_t)i * out + j];
+                s0 += xi[0] * wk; s1 += xi[1] * wk; s2 += xi[2] * wk; s3 += xi[3] * wk;
+            }
+            y0[j] = s0; y1[j] = s1; y2[j] = s2; y3[j] = s3;
+        }
+    }
+    for (; k < k1; k++) {
+        float *yr = dW + (size_t)k * out;
+        for (int i = 0; i < N; i++) axpy(yr, x[(size_t)i * in + k], dy + (size_t)i * out, out);
+    }
+}
+
+typedef struct {
+    float *dW;
+    const float *x, *dy;
+    int N, in, out;
+} gemm_tn_job;
+
+static void gemm_tn_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    gemm_tn_job *j = ctx;
+    int k0 = task * GEMM_TASK_ROWS, k1 = k0 + GEMM_TASK_ROWS < j->in ? k0 + GEMM_TASK_ROWS : j->in;
+    gemm_tn_rows(j->dW, j->x, j->dy, k0, k1, j->N, j->in, j->out);
+}
+
+static void gemm_tn(nd_threadpool *pool, float *dW, const float *x, const float *dy, int N, int in, int out)
+{
+    gemm_tn_job j = {dW, x, dy, N, in, out};
+    nd_threadpool_run(pool, (in + GEMM_TASK_ROWS - 1) / GEMM_TASK_ROWS, gemm_tn_task, &j);
+}
+
+/* Transpose a[rows,cols] into t[cols,rows] in 8 x 8 tiles (cache-friendly). */
+static void transpose_into(float *t, const float *a, int rows, int cols)
+{
+    for (int r0 = 0; r0 < rows; r0 += 8)
+        for (int c0 = 0; c0 < cols; c0 += 8) {
+            int r1 = r0 + 8 < rows ? r0 + 8 : rows, c1 = c0 + 8 < cols ? c0 + 8 : cols;
+            for (int r = r0; r < r1; r++)
+                for (int c = c0; c < c1; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
+        }
+}
+
 static float *transpose_new(const float *a, int rows, int cols)
 {
     float *t = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
-    if (!t) return NULL;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
+    if (t) transpose_into(t, a, rows, cols);
     return t;
 }
 
@@ -126,7 +199,8 @@ void nd_op_matmul_bwd(nd_threadpool *pool, float *dx, float *dW, const float *dy
                       int N, int in, int out)
 {
     if (dx) {
-        /* dx += dy W^T: transpose W once so the same streaming kernel applies */
+        /* dx += dy W^T: transpose W once (in*out, small next to N*in*out) so
+         * the streaming kernel applies */
         float *wt = transpose_new(W, in, out);
         if (wt) {
             gemm(pool, dx, dy, wt, N, out, in, 1);
@@ -137,18 +211,7 @@ void nd_op_matmul_bwd(nd_threadpool *pool, float *dx, float *dW, const float *dy
                     dx[(size_t)i * in + k] += dot(dy + (size_t)i * out, W + (size_t)k * out, out);
         }
     }
-    if (dW) {
-        /* dW += x^T dy, one output row of dW per input feature */
-        float *xt = transpose_new(x, N, in);
-        if (xt) {
-            gemm(pool, dW, xt, dy, in, N, out, 1);
-            free(xt);
-        } else {
-            for (int i = 0; i < N; i++)
-                for (int k = 0; k < in; k++)
-                    axpy(dW + (size_t)k * out, x[(size_t)i * in + k], dy + (size_t)i * out, out);
-        }
-    }
+    if (dW) gemm_tn(pool, dW, x, dy, N, in, out);
 }
 
 /* ---- ZCRMS / rmsunit ------------------------------------------------------ */
@@ -603,21 +666,6 @@ static void ce_row_task(void *ctx, int task, int thread)
     if (!j->df && !j->dE) return;
     for (int v = 0; v < j->V; v++)
         l[v] = (float)(exp((double)l[v] - lse) - (v == tg ? 1.0 : 0.0)) * j->grad_scale;
-    if (j->df)
-        for (int v = 0; v < j->V; v++) axpy(j->df + (size_t)r * j->d, l[v], j->E + (size_t)v * j->d, j->d);
-}
-
-#define CE_VOCAB_TASK 64
-
-static void ce_dE_task(void *ctx, int task, int thread)
-{
-    (void)thread;
-    ce_job *j = ctx;
-    int v0 = task * CE_VOCAB_TASK, v1 = v0 + CE_VOCAB_TASK < j->V ? v0 + CE_VOCAB_TASK : j->V;
-    for (int i = 0; i < j->n_rows; i++) {
-        const float *fr = j->f + (size_t)j->rows[i] * j->d, *l = j->dl + (size_t)i * j->V;
-        for (int v = v0; v < v1; v++) axpy(j->dE + (size_t)v * j->d, l[v], fr, j->d);
-    }
 }
 
 double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f, const float *E,
@@ -626,9 +674,11 @@ double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f
     float *dl = malloc(sizeof(float) * (size_t)CE_CHUNK * (size_t)V);
     double *loss = malloc(sizeof(double) * CE_CHUNK);
     int32_t *rows = malloc(sizeof(int32_t) * CE_CHUNK);
+    float *fs = malloc(sizeof(float) * (size_t)CE_CHUNK * (size_t)d);
+    float *dfs = malloc(sizeof(float) * (size_t)CE_CHUNK * (size_t)d);
     double total = 0.0;
-    if (!dl || !loss || !rows) {
-        free(dl); free(loss); free(rows);
+    if (!dl || !loss || !rows || !fs || !dfs) {
+        free(dl); free(loss); free(rows); free(fs); free(dfs);
         return NAN;
     }
     int r = 0;
@@ -639,9 +689,18 @@ double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f
         if (!n) continue;
         ce_job j = {df, dE, dl, loss, f, E, target, rows, n, d, V, grad_scale};
         nd_threadpool_run(pool, n, ce_row_task, &j);
-        if (dE) nd_threadpool_run(pool, (V + CE_VOCAB_TASK - 1) / CE_VOCAB_TASK, ce_dE_task, &j);
+        if (df || dE) /* the chunk's rows packed, so both gradients are GEMMs */
+            for (int i = 0; i < n; i++) {
+                memcpy(fs + (size_t)i * d, f + (size_t)rows[i] * d, sizeof(float) * (size_t)d);
+                if (df) memcpy(dfs + (size_t)i * d, df + (size_t)rows[i] * d, sizeof(float) * (size_t)d);
+            }
+        if (df) { /* df += G E: the same in-order sum over v as a per-row axpy loop */
+            gemm(pool, dfs, dl, E, n, V, d, 1);
+            for (int i = 0; i < n; i++) memcpy(df + (size_t)rows[i] * d, dfs + (size_t)i * d, sizeof(float) * (size_t)d);
+        }
+        if (dE) gemm_tn(pool, dE, dl, fs, n, V, d); /* dE += G^T F, in row order */
         for (int i = 0; i < n; i++) total += loss[i];
     }
-    free(dl); free(loss); free(rows);
+    free(dl); free(loss); free(rows); free(fs); free(dfs);
     return total;
 }

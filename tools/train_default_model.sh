@@ -1,0 +1,54 @@
+#!/bin/sh
+# train_default_model.sh - the recipe of models/needle-default.cact (`make default-model`).
+#
+#   sh tools/train_default_model.sh [NEEDLE_BINARY] [WORK_DIR] [THREADS]
+#
+# Everything is deterministic for the seeds below (data generator, init, shuffles);
+# wall time on 2 busy cores was about 37 minutes (docs/default-model.md).
+#
+# Why five runs instead of one: the trainer pads every batch to one power-of-two
+# length for the whole run, and most examples fit 256 tokens while the README's
+# demo tool set alone is ~390 tokens.  So the bulk is trained at 256 (half the
+# cost of 512) in chained runs (each run writes a checkpoint, so a run cut
+# short still leaves a usable model), each followed by a short run at 512 on
+# rows that declare the whole 5-tool demo set: the long prompts `needle run` sends.
+set -eu
+NEEDLE=${1:-build/needle}
+WORK=${2:-data/default-model}
+THREADS=${3:-0}
+TOK=tests/golden/tok8k.model
+mkdir -p "$WORK"
+
+# 1. data: short examples (compact schemas, <= 3 tools, distractors dropped past
+#    900 characters) for the bulk; 5-tool demo-heavy rows for the last run.
+python3 tools/gen_data.py --out "$WORK/short" --seed 2026 --train 14000 --val 500 --test 500 \
+    --compact --max-tools 3 --max-chars 900
+python3 tools/gen_data.py --out "$WORK/long" --seed 2027 --train 1600 --val 100 --test 300 \
+    --compact --max-tools 5 --demo-rate 0.5 --max-chars 1800
+python3 tools/gen_data.py --out "$WORK/short2" --seed 2028 --train 7000 --val 10 --test 10 \
+    --compact --max-tools 3 --max-chars 900
+python3 tools/gen_data.py --out "$WORK/long2" --seed 2029 --train 1000 --val 10 --test 10 \
+    --compact --max-tools 5 --demo-rate 0.5 --max-chars 1800
+head -n 7000 "$WORK/short/train.jsonl" > "$WORK/p1a.jsonl"
+tail -n +7001 "$WORK/short/train.jsonl" > "$WORK/p1b.jsonl"
+
+# 2. the geometry: d=128, 4 layers, 4/2 heads, engram sites 1 and 3, 2048 slots,
+#    vocab 8192 (tok8k.model), max_seq_len 512.
+"$NEEDLE" init --preset tiny --set engram_slots=2048 --seed 1 --out "$WORK/init.safetensors"
+
+# 3. full training, higher lr than LoRA's default (training from scratch).
+FT="$NEEDLE finetune --full --tokenizer $TOK --batch-size 16 --epochs 1 --log-every 20 --threads $THREADS"
+$FT "$WORK/p1a.jsonl" --checkpoint "$WORK/init.safetensors" --out "$WORK/p1a.safetensors" \
+    --max-len 256 --lr 2e-3 --val-split 0.02 --seed 1
+$FT "$WORK/p1b.jsonl" --checkpoint "$WORK/p1a.safetensors" --out "$WORK/p1b.safetensors" \
+    --max-len 256 --lr 1.5e-3 --val-split 0.02 --seed 2
+$FT "$WORK/long/train.jsonl" --checkpoint "$WORK/p1b.safetensors" --out "$WORK/p2.safetensors" \
+    --max-len 512 --lr 1e-3 --val-split 0.05 --seed 3
+# a second round on fresh rows at a lower lr (the loss was still falling)
+$FT "$WORK/short2/train.jsonl" --checkpoint "$WORK/p2.safetensors" --out "$WORK/p3.safetensors" \
+    --max-len 256 --lr 1e-3 --val-split 0.02 --seed 4
+$FT "$WORK/long2/train.jsonl" --checkpoint "$WORK/p3.safetensors" --out "$WORK/final.safetensors" \
+    --max-len 512 --lr 5e-4 --val-split 0.05 --seed 5
+
+# 4. quantise to the deploy file.
+"$NEEDLE" build "$WORK/final.safetensors" --tokenizer $TOK --bits 4 --out models/needle-default.cact
