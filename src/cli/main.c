@@ -5,19 +5,6 @@
 #include "cli/cli.h"
 #include "needle.h"
 
-/* Subcommands are linked weakly while they are being built, so the tool
- * builds at every commit; a missing one says so instead of pretending. */
-#pragma weak cmd_init
-#pragma weak cmd_build
-#pragma weak cmd_inspect
-#pragma weak cmd_logits
-#pragma weak cmd_bench
-#pragma weak cmd_info
-#pragma weak cmd_tokenize
-#pragma weak cmd_run
-#pragma weak cmd_finetune
-#pragma weak cmd_eval
-#pragma weak cmd_train_heads
 
 static const struct {
     const char *name;
@@ -42,7 +29,7 @@ static void usage(FILE *to)
     fprintf(to, "needle %s - run, fine-tune and export Needle tool-calling models\n\nusage: needle COMMAND [options]\n\n",
             NEEDLE_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn) fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].help);
+        fprintf(to, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(to, "\n`needle COMMAND --help` describes each command.\n");
 }
 
@@ -58,10 +45,6 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) != 0) continue;
-        if (!commands[i].fn) {
-            fprintf(stderr, "needle: '%s' is not part of this build yet\n", argv[1]);
-            return 2;
-        }
         return commands[i].fn(argc - 1, argv + 1);
     }
     fprintf(stderr, "needle: unknown command '%s'\n", argv[1]);
