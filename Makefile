@@ -83,7 +83,7 @@ include Makefile.cuda
 endif
 
 # The bundled default model, models/needle-default.cact, retrained from the seeds by our own
-# trainer (tools/train_default_model.sh; about 45 minutes on 2 cores; docs/default-model.md).
+# trainer (tools/train_default_model.sh; about 90 minutes on 2 cores; docs/default-model.md).
 .PHONY: default-model
 default-model: $(BUILD)/needle
 	sh tools/train_default_model.sh $(BUILD)/needle data/default-model

@@ -67,5 +67,26 @@ $FT "$WORK/short4/train.jsonl" --checkpoint "$WORK/p6.safetensors" --out "$WORK/
 $FT "$WORK/long4/train.jsonl" --checkpoint "$WORK/p7.safetensors" --out "$WORK/final.safetensors" \
     --max-len 512 --lr 5e-4 --val-split 0.05 --seed 9
 
-# 4. quantise to the deploy file.
-"$NEEDLE" build "$WORK/final.safetensors" --tokenizer $TOK --bits 4 --out models/needle-default.cact
+# a fifth round with per-batch length bucketing (one mixed run: short rows and 5-tool demo
+# rows together) and more off-topic rows (0.2), since refusal was the weakest skill
+python3 tools/gen_data.py --out "$WORK/short5" --seed 2031 --train 7000 --val 100 --test 100 \
+    --compact --max-tools 3 --max-chars 900 --offtopic-rate 0.2
+python3 tools/gen_data.py --out "$WORK/long5" --seed 2032 --train 1500 --val 50 --test 50 \
+    --compact --max-tools 5 --demo-rate 0.5 --max-chars 1800 --offtopic-rate 0.2
+cat "$WORK/short5/train.jsonl" "$WORK/long5/train.jsonl" > "$WORK/r5.jsonl"
+$FT "$WORK/r5.jsonl" --checkpoint "$WORK/final.safetensors" --out "$WORK/p9.safetensors" \
+    --max-len 512 --bucket batch --lr 1e-3 --val-split 0.02 --seed 10
+
+# 4. the heads (docs/heads.md): the contrastive head for tool retrieval, then the
+#    confidence head calibrated on rows the body never saw (a val split).
+H="$WORK/heads"
+mkdir -p "$H"
+python3 tools/gen_data.py --out "$H/retrieval" --seed 4243 --train 10000 --val 10 --test 10 --max-tools 5
+python3 tools/gen_data.py --out "$H/calib" --seed 4244 --train 10 --val 3000 --test 10 --max-tools 5
+"$NEEDLE" train-heads --model "$WORK/p9.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
+    --out "$H/contrastive.safetensors" --only contrastive --batch 128 --epochs 60 --lr 1e-2 --holdout 0.05
+"$NEEDLE" train-heads --model "$H/contrastive.safetensors" --tokenizer $TOK "$H/calib/val.jsonl" \
+    --out "$H/with_heads.safetensors" --only confidence --epochs 20 --lr 2e-3 --max-cell-mb 6000
+
+# 5. quantise to the deploy file.
+"$NEEDLE" build "$H/with_heads.safetensors" --tokenizer $TOK --bits 4 --out models/needle-default.cact
