@@ -70,7 +70,8 @@ build-fuzz/%: tests/fuzz/%.c
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
 	  echo "fuzz $$n for $(FUZZ_SECONDS)s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$n tests/fuzz/seeds/$$n 2>&1 | tail -3 || exit 1; done
+	  if $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$n tests/fuzz/seeds/$$n > build-fuzz/$$n.log 2>&1; \
+	  then tail -n 2 build-fuzz/$$n.log; else tail -n 40 build-fuzz/$$n.log; echo "fuzz $$n FAILED"; exit 1; fi; done
 
 clean:
 	rm -rf build build-asan build-fuzz
