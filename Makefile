@@ -46,7 +46,7 @@ $(BUILD)/libneedle.so: $(LIB_OBJ)
 $(BUILD)/needle: $(CLI_OBJ) $(BUILD)/libneedle.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libneedle.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libneedle.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libneedle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libneedle.a $(LDLIBS)
 

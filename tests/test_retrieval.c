@@ -17,6 +17,7 @@
 #include "agent/retrieval.h"
 #include "agent/session.h"
 #include "check.h"
+#include "tool_catalogue.h"
 #include "core/json.h"
 #include "model/forward.h"
 #include "needle.h"
@@ -25,40 +26,6 @@
 #define N_CATALOGUE 40
 
 static char *catalogue; /* compact JSON array of 40 tools */
-
-/* The first n tools of gen_data.py's catalogue as a compact JSON array. */
-static char *load_catalogue(int n)
-{
-    char dir[] = "/tmp/needle_retrieval_XXXXXX";
-    if (!mkdtemp(dir)) return NULL;
-    char path[256], cmd[512];
-    snprintf(path, sizeof path, "%s/all.json", dir);
-    snprintf(cmd, sizeof cmd, "python3 tools/gen_data.py --write-all-tools %s >/dev/null 2>&1", path);
-    char *out = NULL;
-    if (system(cmd) == 0) {
-        char *text = NULL;
-        size_t len = 0;
-        needle_error err = {0};
-        nd_json *all = NULL;
-        if (nd_read_file(path, &text, &len, &err) == 0 && nd_json_parse(text, len, path, &all, &err) == 0 &&
-            all->type == ND_JSON_ARRAY && (int)all->count >= n) {
-            nd_buf b;
-            nd_buf_init(&b);
-            nd_buf_putc(&b, '[');
-            for (int i = 0; i < n; i++) {
-                if (i) nd_buf_putc(&b, ',');
-                nd_json_write(&b, &all->items[i], 1);
-            }
-            nd_buf_putc(&b, ']');
-            out = nd_buf_take(&b);
-        }
-        nd_json_free(all);
-        free(text);
-    }
-    unlink(path);
-    rmdir(dir);
-    return out;
-}
 
 static needle_model *open_model(const char *path)
 {
@@ -353,7 +320,7 @@ static void test_five_tools_need_no_retrieval(void)
 
 int main(void)
 {
-    catalogue = load_catalogue(N_CATALOGUE);
+    catalogue = tool_catalogue_load(N_CATALOGUE, -1);
     if (!catalogue) {
         fprintf(stderr, "  FAIL: could not write the tool catalogue with tools/gen_data.py\n");
         printf("0 passed, 1 failed\n");

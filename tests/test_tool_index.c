@@ -17,6 +17,7 @@
 #include "agent/session.h"
 #include "agent/tool_index.h"
 #include "check.h"
+#include "tool_catalogue.h"
 #include "core/json.h"
 #include "needle.h"
 
@@ -26,47 +27,6 @@
 
 static char dir[] = "/tmp/needle_toolindex_XXXXXX";
 static char *catalogue;
-
-static char *load_catalogue(int n, int change_index)
-{
-    char path[256], cmd[512];
-    snprintf(path, sizeof path, "%s/all.json", dir);
-    snprintf(cmd, sizeof cmd, "python3 tools/gen_data.py --write-all-tools %s >/dev/null 2>&1", path);
-    if (system(cmd) != 0) return NULL;
-    char *text = NULL, *out = NULL;
-    size_t len = 0;
-    needle_error err = {0};
-    nd_json *all = NULL;
-    if (nd_read_file(path, &text, &len, &err) == 0 && nd_json_parse(text, len, path, &all, &err) == 0 &&
-        all->type == ND_JSON_ARRAY && (int)all->count >= n) {
-        nd_buf b;
-        nd_buf_init(&b);
-        nd_buf_putc(&b, '[');
-        for (int i = 0; i < n; i++) {
-            if (i) nd_buf_putc(&b, ',');
-            nd_buf item;
-            nd_buf_init(&item);
-            nd_json_write(&item, &all->items[i], 1);
-            const char *key = "\"description\":\"";
-            char *at = i == change_index && item.data ? strstr(item.data, key) : NULL;
-            if (at) { /* the same tool with an edited description */
-                size_t head = (size_t)(at - item.data) + strlen(key);
-                nd_buf_append(&b, item.data, head);
-                nd_buf_puts(&b, "Edited. ");
-                nd_buf_puts(&b, item.data + head);
-            } else {
-                nd_buf_puts(&b, item.data ? item.data : "");
-            }
-            nd_buf_free(&item);
-        }
-        nd_buf_putc(&b, ']');
-        out = nd_buf_take(&b);
-    }
-    nd_json_free(all);
-    free(text);
-    unlink(path);
-    return out;
-}
 
 static void path_in_dir(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", dir, name); }
 
@@ -242,7 +202,7 @@ static void test_persist_reload_and_reembed(void)
     CHECK(stat(path, &st2) == 0 && st2.st_mtime == st1.st_mtime && st2.st_size == st1.st_size);
 
     /* one schema changed: only it is embedded again; the old entry stays for the old tool set */
-    char *changed = load_catalogue(N_CATALOGUE, 17);
+    char *changed = tool_catalogue_load(N_CATALOGUE, 17);
     CHECK(changed != NULL);
     needle_session *s3 = changed ? open_session(m, changed, path) : NULL;
     if (s3) {
@@ -369,7 +329,7 @@ int main(void)
         printf("0 passed, 1 failed\n");
         return 1;
     }
-    catalogue = load_catalogue(N_CATALOGUE, -1);
+    catalogue = tool_catalogue_load(N_CATALOGUE, -1);
     if (!catalogue) {
         fprintf(stderr, "  FAIL: could not write the tool catalogue with tools/gen_data.py\n");
         printf("0 passed, 1 failed\n");
