@@ -400,6 +400,46 @@ static void make_batch(int32_t *ids, int32_t *tg)
     for (int i = 0; i < MB * MT; i++) tg[i] = (i % MT) >= 3 ? (int32_t)nd_rng_below(&rng, 64) : -1;
 }
 
+/* A whole training step (forward, backward, every gradient) gives the same
+ * bits with no pool and with 2 or 3 threads: every parallel loop works on
+ * fixed blocks and reduces them in block order.  N = 3 x 40 = 120 rows spans
+ * several row blocks. */
+static void test_step_bit_identical_across_threads(void)
+{
+    enum { B = 3, T = 40 };
+    int32_t ids[B * T], tg[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)nd_rng_below(&rng, 64);
+    for (int i = 0; i < B * T; i++) tg[i] = (i % T) >= 2 ? (int32_t)nd_rng_below(&rng, 64) : -1;
+    float *ref = NULL;
+    double ref_loss = 0.0;
+    for (int threads = 1; threads <= 3; threads++) {
+        nd_config cfg;
+        tiny_config(&cfg);
+        nd_train_model m;
+        needle_error err;
+        CHECK(nd_train_model_create(&m, &cfg, &err) == 0);
+        nd_train_model_init_reference(&m, 21);
+        CHECK(nd_train_enable_full(&m, &err) == 0);
+        nd_threadpool *pool = NULL;
+        if (threads > 1) CHECK(nd_threadpool_create(threads, &pool, &err) == 0);
+        m.pool = pool;
+        int n = 0;
+        double loss = nd_train_step_grad(&m, ids, tg, B, T, 1, &n);
+        CHECK(isfinite(loss) && n > 0);
+        if (!ref) {
+            ref = malloc(sizeof(float) * m.n_params);
+            memcpy(ref, m.grads, sizeof(float) * m.n_params);
+            ref_loss = loss;
+        } else {
+            CHECKF(loss == ref_loss, "%d threads: loss %.17g vs %.17g", threads, loss, ref_loss);
+            CHECKF(!memcmp(ref, m.grads, sizeof(float) * m.n_params), "%d threads: gradients differ", threads);
+        }
+        nd_train_model_free(&m);
+        nd_threadpool_free(pool);
+    }
+    free(ref);
+}
+
 static void test_model_full_grad(void)
 {
     nd_config cfg;
@@ -417,14 +457,17 @@ static void test_model_full_grad(void)
     CHECKF(isfinite(loss) && n > 0, "loss %g n %d", loss, n);
     model_ctx c = {&m, ids, tg};
     /* a float32 forward through the whole model differs by ~1e-7 in the loss
-     * between nearby points: / (2 eps) that is ~1e-5 in the derivative */
+     * between nearby points: / (2 eps) that is ~1e-5 in the derivative.  The
+     * step is 3e-2: with the packed GEMM (sequential k sums of 128-8192 terms)
+     * the mHC gradients' finite differences at 1e-2 and 3e-3 miss by an amount
+     * that grows as 1/eps (float noise, not curvature), and at 3e-2 they agree. */
     abs_floor = 2e-5;
     float *g = malloc(sizeof(float) * m.n_params);
     memcpy(g, m.grads, sizeof(float) * m.n_params);
     for (int t = 0; t < m.n_tensors; t++) {
         nd_tensor_info *ti = &m.tensors[t];
         if (ti->role < 0) continue;
-        check_grad(ti->name, model_loss, &c, m.params + ti->offset, g + ti->offset, ti->count, 1e-2f, 3e-2);
+        check_grad(ti->name, model_loss, &c, m.params + ti->offset, g + ti->offset, ti->count, 3e-2f, 3e-2);
     }
     abs_floor = 0.0;
     free(g);
@@ -524,6 +567,7 @@ int main(void)
     RUN(test_logits_ce);
     RUN(test_lora_identity_at_init);
     RUN(test_batch_rows_independent);
+    RUN(test_step_bit_identical_across_threads);
     RUN(test_model_full_grad);
     RUN(test_model_lora_grad);
     return check_summary();

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "train/train_ops.h"
+#include "train/train_par.h"
 
 #define BLK "stack.layers.block."
 
@@ -366,41 +367,49 @@ static void block_fwd(nd_train_model *m, int l, int N)
     const nd_config *c = &m->cfg;
     int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
     int Nh = c->hada_n;
-    nd_op_zcrms_fwd(a->h1, a->h1_r, a->b, PL(TP_NORM_IN, l, d), N, d, 1);
+    nd_par_zcrms_fwd(m->pool, a->h1, a->h1_r, a->b, PL(TP_NORM_IN, l, d), N, d, 1);
     proj_fwd(m, 0, l, a->q, a->h1, a->xa[0], N);
     proj_fwd(m, 1, l, a->k, a->h1, a->xa[1], N);
     proj_fwd(m, 2, l, a->v, a->h1, a->xa[2], N);
     proj_fwd(m, 3, l, a->gp, a->h1, a->xa[3], N);
-    nd_op_zcrms_fwd(a->qn, a->qn_r, a->q, PL(TP_QN, l, hd), N, A, H);
-    nd_op_zcrms_fwd(a->kn, a->kn_r, a->k, PL(TP_KN, l, hd), N, KV, KVH);
+    nd_par_zcrms_fwd(m->pool, a->qn, a->qn_r, a->q, PL(TP_QN, l, hd), N, A, H);
+    nd_par_zcrms_fwd(m->pool, a->kn, a->kn_r, a->k, PL(TP_KN, l, hd), N, KV, KVH);
     nd_op_rope_fwd(a->qr, a->qn, a->rope_cos, a->rope_sin, N, a->T, H, hd);
     nd_op_rope_fwd(a->kr, a->kn, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
     nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd);
-    nd_op_sigmoid_gate_fwd(a->og, a->o, a->gp, (size_t)N * A);
+    nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, A);
     proj_fwd(m, 4, l, a->att, a->og, a->xa[4], N);
-    nd_op_zcrms_fwd(a->a2, a->a2_r, a->att, PL(TP_POSTN, l, d), N, d, 1);
+    nd_par_zcrms_fwd(m->pool, a->a2, a->a2_r, a->att, PL(TP_POSTN, l, d), N, d, 1);
     float sg = sigm(PL(TP_AGATE, l, 1)[0]);
     for (size_t i = 0; i < (size_t)N * d; i++) a->b2[i] = a->b[i] + sg * a->a2[i];
-    nd_op_zcrms_fwd(a->h3, a->h3_r, a->b2, PL(TP_PREH, l, d), N, d, 1);
-    nd_op_hada_mlp_fwd(a->b3, a->z1, a->z2, a->h3, PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
+    nd_par_zcrms_fwd(m->pool, a->h3, a->h3_r, a->b2, PL(TP_PREH, l, d), N, d, 1);
+    nd_par_hada_mlp_fwd(m->pool, a->b3, a->z1, a->z2, a->h3, PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
     for (size_t i = 0; i < (size_t)N * d; i++) a->b3[i] += a->b2[i];
 }
 
-/* Layer l: X (N, n*d) -> Xn (NULL: recompute the scratch only). */
-static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
+/* The mHC lanes of layer l over a block of rows (run by nd_par_rows). */
+typedef struct {
+    nd_train_model *m;
+    int l;
+    const float *X; /* lanes entering the layer */
+    float *Xn;      /* forward: lanes leaving it */
+    const float *dXn;
+    float *dX;
+} lane_ctx;
+
+/* p = sigmoid(pre), q = 2 sigmoid(post), P = Sinkhorn(res), u = sum_i p_i X_i */
+static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
 {
+    (void)partial;
+    lane_ctx *lc = ctx;
+    nd_train_model *m = lc->m;
     nd_train_act *a = m->act;
-    const nd_config *c = &m->cfg;
-    int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d, home = l % n;
-    nd_op_zcrms_fwd(a->xh, a->xh_r, X, NULL, N, nd, 1);
-    nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(TP_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
-    nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
-    nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);
+    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = l % n;
     float apre = PL(TP_A_PRE, l, 1)[0], apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
     const float *bpre = PL(TP_B_PRE, l, n), *bpost = PL(TP_B_POST, l, n), *bres = PL(TP_B_RES, l, n * n);
-    for (int r = 0; r < N; r++) {
+    for (int r = r0; r < r1; r++) {
         float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n, *u = a->u + (size_t)r * d;
-        const float *Xr = X + (size_t)r * nd;
+        const float *Xr = lc->X + (size_t)r * nd;
         float R[ND_MAX_LANES * ND_MAX_LANES];
         for (int i = 0; i < n; i++) {
             p[i] = sigm(apre * a->hp[(size_t)r * n + i] + bpre[i] + (i == home ? 4.0f : -4.0f));
@@ -412,24 +421,18 @@ static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
         for (int i = 0; i < n; i++)
             for (int j = 0; j < d; j++) u[j] += p[i] * Xr[(size_t)i * d + j];
     }
-    int s = site_of_layer(c, l);
-    if (s >= 0) {
-        int TS = c->num_tables * c->engram_sub;
-        nd_op_engram_gather_fwd(a->e, nd_train_param(m, TP_SITE0 + 4 * s), a->eidx, a->eok, N, c->num_tables,
-                                c->engram_slots, c->engram_sub);
-        nd_op_matmul_fwd(m->pool, a->ek, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 1), N, TS, d, 0);
-        nd_op_matmul_fwd(m->pool, a->ev, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 2), N, TS, d, 0);
-        nd_op_taps_fwd(a->evc, a->ev, nd_train_param(m, TP_SITE0 + 4 * s + 3), a->B, a->T, d, c->conv_dilation);
-        nd_op_engram_gate_fwd(a->b, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
-    } else {
-        memcpy(a->b, a->u, sizeof(float) * (size_t)N * d);
-    }
-    block_fwd(m, l, N);
-    for (size_t i = 0; i < (size_t)N * d; i++) a->y[i] = a->b3[i] - a->u[i];
-    if (!Xn) return;
-    for (int r = 0; r < N; r++) {
-        const float *Xr = X + (size_t)r * nd, *P = a->P + (size_t)r * n * n, *y = a->y + (size_t)r * d;
-        float *Xo = Xn + (size_t)r * nd;
+}
+
+/* X'_i = sum_j P_ij X_j + q_i y */
+static void mhc_mix_rows(void *ctx, int r0, int r1, float *partial)
+{
+    (void)partial;
+    lane_ctx *lc = ctx;
+    nd_train_act *a = lc->m->act;
+    int d = lc->m->cfg.d_model, n = lc->m->cfg.mhc_lanes, nd = n * d;
+    for (int r = r0; r < r1; r++) {
+        const float *Xr = lc->X + (size_t)r * nd, *P = a->P + (size_t)r * n * n, *y = a->y + (size_t)r * d;
+        float *Xo = lc->Xn + (size_t)r * nd;
         for (int i = 0; i < n; i++) {
             float *xo = Xo + (size_t)i * d, qi = a->qv[(size_t)r * n + i];
             for (int j = 0; j < d; j++) xo[j] = qi * y[j];
@@ -440,6 +443,35 @@ static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
             }
         }
     }
+}
+
+/* Layer l: X (N, n*d) -> Xn (NULL: recompute the scratch only). */
+static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
+    nd_par_zcrms_fwd(m->pool, a->xh, a->xh_r, X, NULL, N, nd, 1);
+    nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(TP_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
+    nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
+    nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);
+    lane_ctx lc = {m, l, X, Xn, NULL, NULL};
+    nd_par_rows(m->pool, N, mhc_pre_rows, &lc, NULL, 0);
+    int s = site_of_layer(c, l);
+    if (s >= 0) {
+        int TS = c->num_tables * c->engram_sub;
+        nd_op_engram_gather_fwd(a->e, nd_train_param(m, TP_SITE0 + 4 * s), a->eidx, a->eok, N, c->num_tables,
+                                c->engram_slots, c->engram_sub);
+        nd_op_matmul_fwd(m->pool, a->ek, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 1), N, TS, d, 0);
+        nd_op_matmul_fwd(m->pool, a->ev, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 2), N, TS, d, 0);
+        nd_op_taps_fwd(a->evc, a->ev, nd_train_param(m, TP_SITE0 + 4 * s + 3), a->B, a->T, d, c->conv_dilation);
+        nd_par_engram_gate_fwd(m->pool, a->b, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
+    } else {
+        memcpy(a->b, a->u, sizeof(float) * (size_t)N * d);
+    }
+    block_fwd(m, l, N);
+    for (size_t i = 0; i < (size_t)N * d; i++) a->y[i] = a->b3[i] - a->u[i];
+    if (Xn) nd_par_rows(m->pool, N, mhc_mix_rows, &lc, NULL, 0);
 }
 
 static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
@@ -466,7 +498,7 @@ static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
             for (int i = 0; i < n; i++) s += XL[(size_t)r * nd + (size_t)i * d + j];
             a->mean[(size_t)r * d + j] = s / (float)n;
         }
-    nd_op_zcrms_fwd(a->f, a->f_r, a->mean, nd_train_param(m, TP_FINAL), N, d, 1);
+    nd_par_zcrms_fwd(m->pool, a->f, a->f_r, a->mean, nd_train_param(m, TP_FINAL), N, d, 1);
 }
 
 int nd_train_forward(nd_train_model *m, const int32_t *ids, int B, int T, needle_error *err)
@@ -504,9 +536,9 @@ static void block_bwd(nd_train_model *m, int l, int N)
     /* b3 = b2 + mlp(h3), h3 = zcrms(b2) */
     memcpy(a->db2, a->dy, sizeof(float) * Nd);
     ZERO(a->dh3, Nd);
-    nd_op_hada_mlp_bwd(a->dh3, GL(TP_D1, l, Nh), GL(TP_D2, l, Nh), GL(TP_D3, l, Nh), a->dy, a->h3, a->z1, a->z2,
+    nd_par_hada_mlp_bwd(m->pool, a->dh3, GL(TP_D1, l, Nh), GL(TP_D2, l, Nh), GL(TP_D3, l, Nh), a->dy, a->h3, a->z1, a->z2,
                        PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
-    nd_op_zcrms_bwd(a->db2, GL(TP_PREH, l, d), a->dh3, a->b2, a->h3_r, PL(TP_PREH, l, d), N, d, 1);
+    nd_par_zcrms_bwd(m->pool, a->db2, GL(TP_PREH, l, d), a->dh3, a->b2, a->h3_r, PL(TP_PREH, l, d), N, d, 1);
     /* b2 = b + sigmoid(ag) * a2 */
     float sg = sigm(PL(TP_AGATE, l, 1)[0]);
     double dsg = 0.0;
@@ -517,12 +549,12 @@ static void block_bwd(nd_train_model *m, int l, int N)
     }
     if (m->grads) GL(TP_AGATE, l, 1)[0] += (float)dsg * sg * (1.0f - sg);
     ZERO(a->datt, Nd);
-    nd_op_zcrms_bwd(a->datt, GL(TP_POSTN, l, d), a->da2, a->att, a->a2_r, PL(TP_POSTN, l, d), N, d, 1);
+    nd_par_zcrms_bwd(m->pool, a->datt, GL(TP_POSTN, l, d), a->da2, a->att, a->a2_r, PL(TP_POSTN, l, d), N, d, 1);
     ZERO(a->dog, (size_t)N * A);
     proj_bwd(m, 4, l, a->dog, a->datt, a->og, a->xa[4], N);
     ZERO(a->do_, (size_t)N * A);
     ZERO(a->dgp, (size_t)N * A);
-    nd_op_sigmoid_gate_bwd(a->do_, a->dgp, a->dog, a->o, a->gp, (size_t)N * A);
+    nd_par_sigmoid_gate_bwd(m->pool, a->do_, a->dgp, a->dog, a->o, a->gp, N, A);
     ZERO(a->dqr, (size_t)N * A);
     ZERO(a->dkr, (size_t)N * KV);
     ZERO(a->dv, (size_t)N * KV);
@@ -534,33 +566,34 @@ static void block_bwd(nd_train_model *m, int l, int N)
     nd_op_rope_bwd(a->dkn, a->dkr, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
     ZERO(a->dq, (size_t)N * A);
     ZERO(a->dk, (size_t)N * KV);
-    nd_op_zcrms_bwd(a->dq, GL(TP_QN, l, hd), a->dqn, a->q, a->qn_r, PL(TP_QN, l, hd), N, A, H);
-    nd_op_zcrms_bwd(a->dk, GL(TP_KN, l, hd), a->dkn, a->k, a->kn_r, PL(TP_KN, l, hd), N, KV, KVH);
+    nd_par_zcrms_bwd(m->pool, a->dq, GL(TP_QN, l, hd), a->dqn, a->q, a->qn_r, PL(TP_QN, l, hd), N, A, H);
+    nd_par_zcrms_bwd(m->pool, a->dk, GL(TP_KN, l, hd), a->dkn, a->k, a->kn_r, PL(TP_KN, l, hd), N, KV, KVH);
     ZERO(a->dh1, Nd);
     proj_bwd(m, 0, l, a->dh1, a->dq, a->h1, a->xa[0], N);
     proj_bwd(m, 1, l, a->dh1, a->dk, a->h1, a->xa[1], N);
     proj_bwd(m, 2, l, a->dh1, a->dv, a->h1, a->xa[2], N);
     proj_bwd(m, 3, l, a->dh1, a->dgp, a->h1, a->xa[3], N);
-    nd_op_zcrms_bwd(a->db, GL(TP_NORM_IN, l, d), a->dh1, a->b, a->h1_r, PL(TP_NORM_IN, l, d), N, d, 1);
+    nd_par_zcrms_bwd(m->pool, a->db, GL(TP_NORM_IN, l, d), a->dh1, a->b, a->h1_r, PL(TP_NORM_IN, l, d), N, d, 1);
 }
 
-/* dXn = d loss / d (layer output); writes d loss / d X (layer input) into dX. */
-static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn, float *dX)
+/* Backward of X'_i = sum_j P_ij X_j + q_i y over a block of rows: dX (the P
+ * part), dy, and through q = 2 sigmoid(.) and P = Sinkhorn(.) the gradients
+ * of the post/res projections (dhq, dhr); partial (when not NULL) collects
+ * a_post, a_res, b_post[n], b_res[n*n]. */
+static void mhc_mix_bwd_rows(void *ctx, int r0, int r1, float *partial)
 {
+    lane_ctx *lc = ctx;
+    nd_train_model *m = lc->m;
     nd_train_act *a = m->act;
-    const nd_config *c = &m->cfg;
-    int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
-    layer_fwd(m, l, X, NULL); /* recompute this layer's scratch */
-    ZERO(dX, (size_t)N * nd);
+    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d;
+    float apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
+    const float *bres = PL(TP_B_RES, l, n * n);
     float dP[ND_MAX_LANES * ND_MAX_LANES], dq[ND_MAX_LANES];
-    float apre = PL(TP_A_PRE, l, 1)[0], apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
-    double ga_pre = 0, ga_post = 0, ga_res = 0;
-    float *gb_pre = GL(TP_B_PRE, l, n), *gb_post = GL(TP_B_POST, l, n), *gb_res = GL(TP_B_RES, l, n * n);
-    /* X'_i = sum_j P_ij X_j + q_i y */
-    for (int r = 0; r < N; r++) {
-        const float *Xr = X + (size_t)r * nd, *G = dXn + (size_t)r * nd, *P = a->P + (size_t)r * n * n;
+    double ga_post = 0, ga_res = 0;
+    for (int r = r0; r < r1; r++) {
+        const float *Xr = lc->X + (size_t)r * nd, *G = lc->dXn + (size_t)r * nd, *P = a->P + (size_t)r * n * n;
         const float *y = a->y + (size_t)r * d;
-        float *dXr = dX + (size_t)r * nd, *dy = a->dy + (size_t)r * d;
+        float *dXr = lc->dX + (size_t)r * nd, *dy = a->dy + (size_t)r * d;
         memset(dy, 0, sizeof(float) * (size_t)d);
         for (int i = 0; i < n; i++) {
             const float *gi = G + (size_t)i * d;
@@ -579,20 +612,66 @@ static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn
             float qi = a->qv[(size_t)r * n + i];
             float dz = dq[i] * qi * (1.0f - 0.5f * qi);
             ga_post += (double)dz * a->hq[(size_t)r * n + i];
-            if (gb_post) gb_post[i] += dz;
+            if (partial) partial[2 + i] += dz;
             a->dhq[(size_t)r * n + i] = dz * apost;
         }
         /* res: Sinkhorn backward */
         float R[ND_MAX_LANES * ND_MAX_LANES], dR[ND_MAX_LANES * ND_MAX_LANES];
-        const float *bres = PL(TP_B_RES, l, n * n);
         for (int i = 0; i < n * n; i++) { R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i]; dR[i] = 0.0f; }
         nd_op_sinkhorn_bwd(dR, dP, R, n);
         for (int i = 0; i < n * n; i++) {
             ga_res += (double)dR[i] * a->hr[(size_t)r * n * n + i];
-            if (gb_res) gb_res[i] += dR[i];
+            if (partial) partial[2 + n + i] += dR[i];
             a->dhr[(size_t)r * n * n + i] = dR[i] * ares;
         }
     }
+    if (partial) {
+        partial[0] += (float)ga_post;
+        partial[1] += (float)ga_res;
+    }
+}
+
+/* Backward of u = sum_i p_i X_i, p = sigmoid(z): dX (the u part) and dhp;
+ * partial (when not NULL) collects a_pre, b_pre[n]. */
+static void mhc_pre_bwd_rows(void *ctx, int r0, int r1, float *partial)
+{
+    lane_ctx *lc = ctx;
+    nd_train_model *m = lc->m;
+    nd_train_act *a = m->act;
+    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d;
+    float apre = PL(TP_A_PRE, l, 1)[0];
+    double ga_pre = 0;
+    for (int r = r0; r < r1; r++) {
+        const float *Xr = lc->X + (size_t)r * nd, *du = a->du + (size_t)r * d;
+        float *dXr = lc->dX + (size_t)r * nd;
+        for (int i = 0; i < n; i++) {
+            float pi = a->p[(size_t)r * n + i], t = 0.0f;
+            const float *xi = Xr + (size_t)i * d;
+            float *dxi = dXr + (size_t)i * d;
+            for (int j = 0; j < d; j++) { t += du[j] * xi[j]; dxi[j] += pi * du[j]; }
+            float dz = t * pi * (1.0f - pi);
+            ga_pre += (double)dz * a->hp[(size_t)r * n + i];
+            if (partial) partial[1 + i] += dz;
+            a->dhp[(size_t)r * n + i] = dz * apre;
+        }
+    }
+    if (partial) partial[0] += (float)ga_pre;
+}
+
+/* dXn = d loss / d (layer output); writes d loss / d X (layer input) into dX. */
+static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn, float *dX)
+{
+    nd_train_act *a = m->act;
+    const nd_config *c = &m->cfg;
+    int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
+    layer_fwd(m, l, X, NULL); /* recompute this layer's scratch */
+    ZERO(dX, (size_t)N * nd);
+    /* per-layer scalar/vector parameter gradients of the lanes, gathered
+     * in one buffer: a_post, a_res, b_post[n], b_res[n*n] | a_pre, b_pre[n] */
+    size_t n_post = 2 + (size_t)n + (size_t)n * n, n_pre = 1 + (size_t)n;
+    float lane_grads[2 + ND_MAX_LANES + ND_MAX_LANES * ND_MAX_LANES + 1 + ND_MAX_LANES] = {0};
+    lane_ctx lc = {m, l, X, NULL, dXn, dX};
+    nd_par_rows(m->pool, N, mhc_mix_bwd_rows, &lc, m->grads ? lane_grads : NULL, n_post);
     /* y = Block(b) - u */
     block_bwd(m, l, N);
     size_t Nd = (size_t)N * d;
@@ -606,7 +685,7 @@ static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn
         float *g_taps = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 3]].offset : NULL;
         ZERO(a->dek, Nd);
         ZERO(a->devc, Nd);
-        nd_op_engram_gate_bwd(a->du, a->dek, a->devc, a->db, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
+        nd_par_engram_gate_bwd(m->pool, a->du, a->dek, a->devc, a->db, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
         if (m->grads) {
             /* the engram branch only feeds parameters: skip it when they are frozen */
             ZERO(a->dev, Nd);
@@ -621,25 +700,14 @@ static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn
     } else {
         for (size_t i = 0; i < Nd; i++) a->du[i] += a->db[i];
     }
-    /* u = sum_i p_i X_i, p = sigmoid(z) */
-    for (int r = 0; r < N; r++) {
-        const float *Xr = X + (size_t)r * nd, *du = a->du + (size_t)r * d;
-        float *dXr = dX + (size_t)r * nd;
-        for (int i = 0; i < n; i++) {
-            float pi = a->p[(size_t)r * n + i], t = 0.0f;
-            const float *xi = Xr + (size_t)i * d;
-            float *dxi = dXr + (size_t)i * d;
-            for (int j = 0; j < d; j++) { t += du[j] * xi[j]; dxi[j] += pi * du[j]; }
-            float dz = t * pi * (1.0f - pi);
-            ga_pre += (double)dz * a->hp[(size_t)r * n + i];
-            if (gb_pre) gb_pre[i] += dz;
-            a->dhp[(size_t)r * n + i] = dz * apre;
-        }
-    }
+    nd_par_rows(m->pool, N, mhc_pre_bwd_rows, &lc, m->grads ? lane_grads + n_post : NULL, n_pre);
     if (m->grads) {
-        GL(TP_A_PRE, l, 1)[0] += (float)ga_pre;
-        GL(TP_A_POST, l, 1)[0] += (float)ga_post;
-        GL(TP_A_RES, l, 1)[0] += (float)ga_res;
+        GL(TP_A_POST, l, 1)[0] += lane_grads[0];
+        GL(TP_A_RES, l, 1)[0] += lane_grads[1];
+        for (int i = 0; i < n; i++) GL(TP_B_POST, l, n)[i] += lane_grads[2 + i];
+        for (int i = 0; i < n * n; i++) GL(TP_B_RES, l, n * n)[i] += lane_grads[2 + n + i];
+        GL(TP_A_PRE, l, 1)[0] += lane_grads[n_post];
+        for (int i = 0; i < n; i++) GL(TP_B_PRE, l, n)[i] += lane_grads[n_post + 1 + i];
     }
     ZERO(a->dxh, (size_t)N * nd);
     nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_PRE, l, (size_t)nd * n), a->dhp, a->xh,
@@ -648,7 +716,7 @@ static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn
                      PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n);
     nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_RES, l, (size_t)nd * n * n), a->dhr, a->xh,
                      PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n);
-    nd_op_zcrms_bwd(dX, NULL, a->dxh, X, a->xh_r, NULL, N, nd, 1);
+    nd_par_zcrms_bwd(m->pool, dX, NULL, a->dxh, X, a->xh_r, NULL, N, nd, 1);
 }
 
 double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
@@ -672,7 +740,7 @@ double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *
                                   1.0f / (float)count);
     ZERO(a->dmean, (size_t)N * d);
     float *g_final = m->grads ? m->grads + m->tensors[m->role_index[TP_FINAL]].offset : NULL;
-    nd_op_zcrms_bwd(a->dmean, g_final, a->df, a->mean, a->f_r, nd_train_param(m, TP_FINAL), N, d, 1);
+    nd_par_zcrms_bwd(m->pool, a->dmean, g_final, a->df, a->mean, a->f_r, nd_train_param(m, TP_FINAL), N, d, 1);
     float *dXn = a->dXa, *dX = a->dXb;
     for (int r = 0; r < N; r++)
         for (int i = 0; i < n; i++)

@@ -1,6 +1,8 @@
 /* train_ops.c - forward/backward of every Needle op in float32 (see train_ops.h). */
 #include "train/train_ops.h"
 
+#include "train/gemm.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,179 +41,38 @@ static void axpy(float *y, float a, const float *x, int n)
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* ---- matmul ---------------------------------------------------------------
- * One kernel: y[rows,out] (+)= x[rows,in] @ W[in,out], 4 rows x 16 columns of
- * accumulators in registers, k in order (so every output is the same sum
- * whatever the blocking of rows into tasks). */
-static void gemm_rows(float *y, const float *x, const float *W, int rows, int in, int out, int accumulate)
+ * All three products are the packed GEMM of gemm.c, each operand read through
+ * its strides (no transposed copies).  If its buffers cannot be allocated the
+ * plain loops below give the same values (in a different rounding order). */
+static void gemm_fallback(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N, int K, int acc)
 {
-    int r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        const float *x0 = x + (size_t)r * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
-        float *y0 = y + (size_t)r * out, *y1 = y0 + out, *y2 = y1 + out, *y3 = y2 + out;
-        int j = 0;
-        for (; j + 16 <= out; j += 16) {
-            v8 a00 = splat8(0), a01 = splat8(0), a10 = splat8(0), a11 = splat8(0);
-            v8 a20 = splat8(0), a21 = splat8(0), a30 = splat8(0), a31 = splat8(0);
-            if (accumulate) {
-                a00 = ld8(y0 + j); a01 = ld8(y0 + j + 8); a10 = ld8(y1 + j); a11 = ld8(y1 + j + 8);
-                a20 = ld8(y2 + j); a21 = ld8(y2 + j + 8); a30 = ld8(y3 + j); a31 = ld8(y3 + j + 8);
-            }
-            const float *w = W + j;
-            for (int k = 0; k < in; k++, w += out) {
-                v8 w0 = ld8(w), w1 = ld8(w + 8);
-                v8 b0 = splat8(x0[k]), b1 = splat8(x1[k]), b2 = splat8(x2[k]), b3 = splat8(x3[k]);
-                a00 += b0 * w0; a01 += b0 * w1; a10 += b1 * w0; a11 += b1 * w1;
-                a20 += b2 * w0; a21 += b2 * w1; a30 += b3 * w0; a31 += b3 * w1;
-            }
-            st8(y0 + j, a00); st8(y0 + j + 8, a01); st8(y1 + j, a10); st8(y1 + j + 8, a11);
-            st8(y2 + j, a20); st8(y2 + j + 8, a21); st8(y3 + j, a30); st8(y3 + j + 8, a31);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = acc ? C[(size_t)i * ldc + j] : 0.0f;
+            for (int k = 0; k < K; k++) s += A.p[i * A.row + k * A.col] * B.p[k * B.row + j * B.col];
+            C[(size_t)i * ldc + j] = s;
         }
-        for (; j < out; j++) {
-            float s[4] = {0, 0, 0, 0};
-            if (accumulate) { s[0] = y0[j]; s[1] = y1[j]; s[2] = y2[j]; s[3] = y3[j]; }
-            for (int k = 0; k < in; k++) {
-                float wk = W[(size_t)k * out + j];
-                s[0] += x0[k] * wk; s[1] += x1[k] * wk; s[2] += x2[k] * wk; s[3] += x3[k] * wk;
-            }
-            y0[j] = s[0]; y1[j] = s[1]; y2[j] = s[2]; y3[j] = s[3];
-        }
-    }
-    for (; r < rows; r++) {
-        const float *xr = x + (size_t)r * in;
-        float *yr = y + (size_t)r * out;
-        if (!accumulate) memset(yr, 0, sizeof(float) * (size_t)out);
-        for (int k = 0; k < in; k++) axpy(yr, xr[k], W + (size_t)k * out, out);
-    }
 }
 
-/* Rows are blocked in 4s inside a task, so a row's sum order depends only on
- * its index modulo 4 - tasks are multiples of 4 rows, hence thread-independent. */
-#define GEMM_TASK_ROWS 16
-
-typedef struct {
-    float *y;
-    const float *x, *W;
-    int rows, in, out, accumulate;
-} gemm_job;
-
-static void gemm_task(void *ctx, int task, int thread)
-{
-    (void)thread;
-    gemm_job *j = ctx;
-    int r0 = task * GEMM_TASK_ROWS;
-    int n = j->rows - r0 < GEMM_TASK_ROWS ? j->rows - r0 : GEMM_TASK_ROWS;
-    gemm_rows(j->y + (size_t)r0 * j->out, j->x + (size_t)r0 * j->in, j->W, n, j->in, j->out, j->accumulate);
-}
-
-static void gemm(nd_threadpool *pool, float *y, const float *x, const float *W, int rows, int in, int out,
+static void gemm(nd_threadpool *pool, float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N, int K,
                  int accumulate)
 {
-    gemm_job j = {y, x, W, rows, in, out, accumulate};
-    nd_threadpool_run(pool, (rows + GEMM_TASK_ROWS - 1) / GEMM_TASK_ROWS, gemm_task, &j);
-}
-
-/* ---- dW += x^T dy without a transpose -------------------------------------
- * dW[in,out] += sum_i x[i,:]^T dy[i,:].  The same 4 x 16 register block as
- * gemm_rows, but the 4 "rows" are 4 adjacent input features read with the
- * stride of x: no N x in transpose is materialised (that copy was serial and
- * cache-hostile, 17% of a training step).  The sum over i runs in order, so
- * every dW entry is the same sum as gemm(x^T, dy) gave - bit-identical. */
-static void gemm_tn_rows(float *dW, const float *x, const float *dy, int k0, int k1, int N, int in, int out)
-{
-    int k = k0;
-    for (; k + 4 <= k1; k += 4) {
-        float *y0 = dW + (size_t)k * out, *y1 = y0 + out, *y2 = y1 + out, *y3 = y2 + out;
-        int j = 0;
-        for (; j + 16 <= out; j += 16) {
-            v8 a00 = ld8(y0 + j), a01 = ld8(y0 + j + 8), a10 = ld8(y1 + j), a11 = ld8(y1 + j + 8);
-            v8 a20 = ld8(y2 + j), a21 = ld8(y2 + j + 8), a30 = ld8(y3 + j), a31 = ld8(y3 + j + 8);
-            const float *xi = x + k, *w = dy + j;
-            for (int i = 0; i < N; i++, xi += in, w += out) {
-                v8 w0 = ld8(w), w1 = ld8(w + 8);
-                v8 b0 = splat8(xi[0]), b1 = splat8(xi[1]), b2 = splat8(xi[2]), b3 = splat8(xi[3]);
-                a00 += b0 * w0; a01 += b0 * w1; a10 += b1 * w0; a11 += b1 * w1;
-                a20 += b2 * w0; a21 += b2 * w1; a30 += b3 * w0; a31 += b3 * w1;
-            }
-            st8(y0 + j, a00); st8(y0 + j + 8, a01); st8(y1 + j, a10); st8(y1 + j + 8, a11);
-            st8(y2 + j, a20); st8(y2 + j + 8, a21); st8(y3 + j, a30); st8(y3 + j + 8, a31);
-        }
-        for (; j < out; j++) {
-            float s0 = y0[j], s1 = y1[j], s2 = y2[j], s3 = y3[j];
-            const float *xi = x + k;
-            for (int i = 0; i < N; i++, xi += in) {
-                float wk = dy[(size_t)i * out + j];
-                s0 += xi[0] * wk; s1 += xi[1] * wk; s2 += xi[2] * wk; s3 += xi[3] * wk;
-            }
-            y0[j] = s0; y1[j] = s1; y2[j] = s2; y3[j] = s3;
-        }
-    }
-    for (; k < k1; k++) {
-        float *yr = dW + (size_t)k * out;
-        for (int i = 0; i < N; i++) axpy(yr, x[(size_t)i * in + k], dy + (size_t)i * out, out);
-    }
-}
-
-typedef struct {
-    float *dW;
-    const float *x, *dy;
-    int N, in, out;
-} gemm_tn_job;
-
-static void gemm_tn_task(void *ctx, int task, int thread)
-{
-    (void)thread;
-    gemm_tn_job *j = ctx;
-    int k0 = task * GEMM_TASK_ROWS, k1 = k0 + GEMM_TASK_ROWS < j->in ? k0 + GEMM_TASK_ROWS : j->in;
-    gemm_tn_rows(j->dW, j->x, j->dy, k0, k1, j->N, j->in, j->out);
-}
-
-static void gemm_tn(nd_threadpool *pool, float *dW, const float *x, const float *dy, int N, int in, int out)
-{
-    gemm_tn_job j = {dW, x, dy, N, in, out};
-    nd_threadpool_run(pool, (in + GEMM_TASK_ROWS - 1) / GEMM_TASK_ROWS, gemm_tn_task, &j);
-}
-
-/* Transpose a[rows,cols] into t[cols,rows] in 8 x 8 tiles (cache-friendly). */
-static void transpose_into(float *t, const float *a, int rows, int cols)
-{
-    for (int r0 = 0; r0 < rows; r0 += 8)
-        for (int c0 = 0; c0 < cols; c0 += 8) {
-            int r1 = r0 + 8 < rows ? r0 + 8 : rows, c1 = c0 + 8 < cols ? c0 + 8 : cols;
-            for (int r = r0; r < r1; r++)
-                for (int c = c0; c < c1; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
-        }
-}
-
-static float *transpose_new(const float *a, int rows, int cols)
-{
-    float *t = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
-    if (t) transpose_into(t, a, rows, cols);
-    return t;
+    if (nd_gemm(pool, C, ldc, A, B, M, N, K, accumulate)) gemm_fallback(C, ldc, A, B, M, N, K, accumulate);
 }
 
 void nd_op_matmul_fwd(nd_threadpool *pool, float *y, const float *x, const float *W, int N, int in, int out,
                       int accumulate)
 {
-    gemm(pool, y, x, W, N, in, out, accumulate);
+    gemm(pool, y, out, nd_gemm_rowmajor(x, in), nd_gemm_rowmajor(W, out), N, out, in, accumulate);
 }
 
 void nd_op_matmul_bwd(nd_threadpool *pool, float *dx, float *dW, const float *dy, const float *x, const float *W,
                       int N, int in, int out)
 {
-    if (dx) {
-        /* dx += dy W^T: transpose W once (in*out, small next to N*in*out) so
-         * the streaming kernel applies */
-        float *wt = transpose_new(W, in, out);
-        if (wt) {
-            gemm(pool, dx, dy, wt, N, out, in, 1);
-            free(wt);
-        } else {
-            for (int i = 0; i < N; i++)
-                for (int k = 0; k < in; k++)
-                    dx[(size_t)i * in + k] += dot(dy + (size_t)i * out, W + (size_t)k * out, out);
-        }
-    }
-    if (dW) gemm_tn(pool, dW, x, dy, N, in, out);
+    if (dx) /* dx[N,in] += dy[N,out] W^T */
+        gemm(pool, dx, in, nd_gemm_rowmajor(dy, out), nd_gemm_transposed(W, out), N, in, out, 1);
+    if (dW) /* dW[in,out] += x^T dy, summed over tokens in order */
+        gemm(pool, dW, out, nd_gemm_transposed(x, in), nd_gemm_rowmajor(dy, out), in, out, N, 1);
 }
 
 /* ---- ZCRMS / rmsunit ------------------------------------------------------ */
@@ -302,80 +163,106 @@ void nd_op_rope_bwd(float *dx, const float *dy, const float *cos_t, const float 
     }
 }
 
-/* ---- attention ------------------------------------------------------------ */
+/* ---- attention ------------------------------------------------------------
+ * Per (sequence, head) the products are small GEMMs (T x T x hd) run serially
+ * inside the task: S = Q K^T, O = P V; backward dP = dO V^T, dQ = dS K,
+ * dK = dS^T Q, dV = P^T dO.  The causal upper triangle is computed and then
+ * masked (P is 0 there, so it adds nothing to O or the gradients). */
 typedef struct {
     float *o, *probs, *dq, *dk, *dv;
     const float *q, *k, *v, *dout, *cprobs;
     int B, T, H, KVH, hd;
+    float *scratch; /* per thread: scratch_floats */
+    size_t scratch_floats;
 } attn_job;
+
+static nd_gemm_operand strided(const float *p, ptrdiff_t row, ptrdiff_t col)
+{
+    nd_gemm_operand o = {p, row, col};
+    return o;
+}
 
 static void attn_fwd_task(void *ctx, int task, int thread)
 {
-    (void)thread;
     attn_job *j = ctx;
     int b = task / j->H, h = task % j->H, T = j->T, hd = j->hd;
     int g = h / (j->H / j->KVH);
     int qs = j->H * hd, ks = j->KVH * hd;
     float scale = 1.0f / sqrtf((float)hd);
+    float *scr = j->scratch + (size_t)thread * j->scratch_floats;
+    float *S = j->probs + ((size_t)b * j->H + h) * T * T;
+    const float *qh = j->q + (size_t)b * T * qs + (size_t)h * hd;
+    const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * ks + (size_t)g * hd;
+    nd_gemm_serial(S, T, strided(qh, qs, 1), strided(kg, 1, ks), T, T, hd, 0, scr);
     for (int t = 0; t < T; t++) {
-        const float *qt = j->q + ((size_t)b * T + t) * qs + (size_t)h * hd;
-        float *p = j->probs + (((size_t)b * j->H + h) * T + t) * T;
+        float *p = S + (size_t)t * T;
         float mx = -INFINITY;
         for (int s = 0; s <= t; s++) {
-            p[s] = dot(qt, j->k + ((size_t)b * T + s) * ks + (size_t)g * hd, hd) * scale;
+            p[s] *= scale;
             if (p[s] > mx) mx = p[s];
         }
         float sum = 0.0f;
         for (int s = 0; s <= t; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
         float inv = 1.0f / sum;
-        float *ot = j->o + ((size_t)b * T + t) * qs + (size_t)h * hd;
-        memset(ot, 0, sizeof(float) * (size_t)hd);
-        for (int s = 0; s <= t; s++) {
-            p[s] *= inv;
-            axpy(ot, p[s], j->v + ((size_t)b * T + s) * ks + (size_t)g * hd, hd);
-        }
+        for (int s = 0; s <= t; s++) p[s] *= inv;
         for (int s = t + 1; s < T; s++) p[s] = 0.0f;
     }
+    nd_gemm_serial(j->o + (size_t)b * T * qs + (size_t)h * hd, qs, strided(S, T, 1), strided(vg, ks, 1), T, hd, T, 0,
+                   scr);
+}
+
+static int attn_scratch(attn_job *j, nd_threadpool *pool, int extra)
+{
+    int big = j->T > j->hd ? j->T : j->hd;
+    j->scratch_floats = nd_gemm_scratch_floats(big, big) + (size_t)extra;
+    int threads = pool ? nd_threadpool_threads(pool) : 1;
+    j->scratch = malloc(sizeof(float) * j->scratch_floats * (size_t)threads);
+    return j->scratch ? 0 : -1;
 }
 
 void nd_op_attention_fwd(nd_threadpool *pool, float *o, float *probs, const float *q, const float *k,
                          const float *v, int B, int T, int H, int KVH, int hd)
 {
     attn_job j = {.o = o, .probs = probs, .q = q, .k = k, .v = v, .B = B, .T = T, .H = H, .KVH = KVH, .hd = hd};
+    if (attn_scratch(&j, pool, 0)) return; /* out of memory: o left as it was */
     nd_threadpool_run(pool, B * H, attn_fwd_task, &j);
+    free(j.scratch);
 }
 
 /* One task per (sequence, KV head): the query heads sharing a KV head all add
  * into its dk/dv, so they run in one task in a fixed order. */
 static void attn_bwd_task(void *ctx, int task, int thread)
 {
-    (void)thread;
     attn_job *j = ctx;
     int b = task / j->KVH, g = task % j->KVH, T = j->T, hd = j->hd;
     int rep = j->H / j->KVH, qs = j->H * hd, ks = j->KVH * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    float *dp = malloc(sizeof(float) * (size_t)T);
-    if (!dp) return; /* cannot happen for sane T; leaves gradients untouched */
+    float *scr = j->scratch + (size_t)thread * j->scratch_floats;
+    float *dS = scr + nd_gemm_scratch_floats(T > hd ? T : hd, T > hd ? T : hd); /* [T, T] */
+    const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * ks + (size_t)g * hd;
     for (int h = g * rep; h < (g + 1) * rep; h++) {
+        const float *P = j->cprobs + ((size_t)b * j->H + h) * T * T;
+        const float *dO = j->dout + (size_t)b * T * qs + (size_t)h * hd;
+        const float *qh = j->q + (size_t)b * T * qs + (size_t)h * hd;
+        nd_gemm_serial(dS, T, strided(dO, qs, 1), strided(vg, 1, ks), T, T, hd, 0, scr); /* dP = dO V^T */
         for (int t = 0; t < T; t++) {
-            const float *p = j->cprobs + (((size_t)b * j->H + h) * T + t) * T;
-            const float *dot_ = j->dout + ((size_t)b * T + t) * qs + (size_t)h * hd;
-            const float *qt = j->q + ((size_t)b * T + t) * qs + (size_t)h * hd;
-            float *dqt = j->dq ? j->dq + ((size_t)b * T + t) * qs + (size_t)h * hd : NULL;
+            const float *p = P + (size_t)t * T;
+            float *ds = dS + (size_t)t * T;
             float sdp = 0.0f;
-            for (int s = 0; s <= t; s++) {
-                dp[s] = dot(dot_, j->v + ((size_t)b * T + s) * ks + (size_t)g * hd, hd);
-                sdp += p[s] * dp[s];
-                if (j->dv) axpy(j->dv + ((size_t)b * T + s) * ks + (size_t)g * hd, p[s], dot_, hd);
-            }
-            for (int s = 0; s <= t; s++) {
-                float ds = p[s] * (dp[s] - sdp) * scale;
-                if (dqt) axpy(dqt, ds, j->k + ((size_t)b * T + s) * ks + (size_t)g * hd, hd);
-                if (j->dk) axpy(j->dk + ((size_t)b * T + s) * ks + (size_t)g * hd, ds, qt, hd);
-            }
+            for (int s = 0; s <= t; s++) sdp += p[s] * ds[s];
+            for (int s = 0; s <= t; s++) ds[s] = p[s] * (ds[s] - sdp) * scale;
+            for (int s = t + 1; s < T; s++) ds[s] = 0.0f;
         }
+        if (j->dv) /* dV += P^T dO */
+            nd_gemm_serial(j->dv + (size_t)b * T * ks + (size_t)g * hd, ks, strided(P, 1, T), strided(dO, qs, 1), T, hd,
+                           T, 1, scr);
+        if (j->dq) /* dQ += dS K */
+            nd_gemm_serial(j->dq + (size_t)b * T * qs + (size_t)h * hd, qs, strided(dS, T, 1), strided(kg, ks, 1), T,
+                           hd, T, 1, scr);
+        if (j->dk) /* dK += dS^T Q */
+            nd_gemm_serial(j->dk + (size_t)b * T * ks + (size_t)g * hd, ks, strided(dS, 1, T), strided(qh, qs, 1), T,
+                           hd, T, 1, scr);
     }
-    free(dp);
 }
 
 void nd_op_attention_bwd(nd_threadpool *pool, float *dq, float *dk, float *dv, const float *dout,
@@ -384,7 +271,9 @@ void nd_op_attention_bwd(nd_threadpool *pool, float *dq, float *dk, float *dv, c
 {
     attn_job j = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout, .cprobs = probs,
                   .B = B, .T = T, .H = H, .KVH = KVH, .hd = hd};
+    if (attn_scratch(&j, pool, T * T)) return; /* out of memory: gradients left untouched */
     nd_threadpool_run(pool, B * KVH, attn_bwd_task, &j);
+    free(j.scratch);
 }
 
 /* ---- sigmoid gate --------------------------------------------------------- */
@@ -405,15 +294,28 @@ void nd_op_sigmoid_gate_bwd(float *dx, float *dg, const float *dy, const float *
 /* ---- Hadamard MLP --------------------------------------------------------- */
 void nd_op_fwht(float *x, int n)
 {
-    for (int len = 1; len < n; len <<= 1)
+    /* butterflies 1, 2, 4 apart within each group of 8, then 8+ apart on whole
+     * vectors: the same additions as the plain loop, so the same bits */
+    int len = 1;
+    for (; len < n && len < 8; len <<= 1)
         for (int i = 0; i < n; i += len << 1)
             for (int j = i; j < i + len; j++) {
                 float a = x[j], b = x[j + len];
                 x[j] = a + b;
                 x[j + len] = a - b;
             }
+    for (; len < n; len <<= 1)
+        for (int i = 0; i < n; i += len << 1)
+            for (int j = i; j < i + len; j += 8) {
+                v8 a = ld8(x + j), b = ld8(x + j + len);
+                st8(x + j, a + b);
+                st8(x + j + len, a - b);
+            }
     float s = 1.0f / sqrtf((float)n);
-    for (int i = 0; i < n; i++) x[i] *= s;
+    v8 sv = splat8(s);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) st8(x + i, ld8(x + i) * sv);
+    for (; i < n; i++) x[i] *= s;
 }
 
 static inline float siluf(float x) { return x * sigmoidf(x); }
@@ -634,15 +536,17 @@ void nd_op_sinkhorn_bwd(float *dR, const float *dP, const float *R, int n)
     for (int i = 0; i < nn; i++) dR[i] += g[i];
 }
 
-/* ---- tied logits + cross-entropy ----------------------------------------- */
-#define CE_CHUNK 256
+/* ---- tied logits + cross-entropy -----------------------------------------
+ * Only rows with a target are scored.  They are packed CE_CHUNK at a time so
+ * the logits (F E^T) and both gradients (G E and G^T F) are GEMMs; the
+ * softmax of each row is one task. */
+#define CE_CHUNK 512
 
 typedef struct {
-    float *df, *dE, *dl;
+    float *dl; /* [n_rows, V]: the logits, then d loss / d logits */
     double *loss;
-    const float *f, *E;
     const int32_t *target, *rows; /* rows: the chunk's row numbers */
-    int n_rows, d, V;
+    int V, want_grad;
     float grad_scale;
 } ce_job;
 
@@ -650,20 +554,16 @@ static void ce_row_task(void *ctx, int task, int thread)
 {
     (void)thread;
     ce_job *j = ctx;
-    int r = j->rows[task];
-    const float *fr = j->f + (size_t)r * j->d;
     float *l = j->dl + (size_t)task * j->V;
     float mx = -INFINITY;
-    for (int v = 0; v < j->V; v++) {
-        l[v] = dot(fr, j->E + (size_t)v * j->d, j->d);
+    for (int v = 0; v < j->V; v++)
         if (l[v] > mx) mx = l[v];
-    }
     double s = 0.0;
     for (int v = 0; v < j->V; v++) s += exp((double)(l[v] - mx));
     double lse = (double)mx + log(s);
-    int tg = j->target[r];
+    int tg = j->target[j->rows[task]];
     j->loss[task] = lse - (double)l[tg];
-    if (!j->df && !j->dE) return;
+    if (!j->want_grad) return;
     for (int v = 0; v < j->V; v++)
         l[v] = (float)(exp((double)l[v] - lse) - (v == tg ? 1.0 : 0.0)) * j->grad_scale;
 }
@@ -687,18 +587,19 @@ double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f
         for (; r < N && n < CE_CHUNK; r++)
             if (target[r] >= 0 && target[r] < V) rows[n++] = r;
         if (!n) continue;
-        ce_job j = {df, dE, dl, loss, f, E, target, rows, n, d, V, grad_scale};
+        for (int i = 0; i < n; i++) memcpy(fs + (size_t)i * d, f + (size_t)rows[i] * d, sizeof(float) * (size_t)d);
+        gemm(pool, dl, V, nd_gemm_rowmajor(fs, d), nd_gemm_transposed(E, d), n, V, d, 0); /* logits = F E^T */
+        ce_job j = {dl, loss, target, rows, V, df || dE, grad_scale};
         nd_threadpool_run(pool, n, ce_row_task, &j);
-        if (df || dE) /* the chunk's rows packed, so both gradients are GEMMs */
+        if (df) { /* df += G E */
+            gemm(pool, dfs, d, nd_gemm_rowmajor(dl, V), nd_gemm_rowmajor(E, d), n, d, V, 0);
             for (int i = 0; i < n; i++) {
-                memcpy(fs + (size_t)i * d, f + (size_t)rows[i] * d, sizeof(float) * (size_t)d);
-                if (df) memcpy(dfs + (size_t)i * d, df + (size_t)rows[i] * d, sizeof(float) * (size_t)d);
+                float *dst = df + (size_t)rows[i] * d;
+                for (int c = 0; c < d; c++) dst[c] += dfs[(size_t)i * d + c];
             }
-        if (df) { /* df += G E: the same in-order sum over v as a per-row axpy loop */
-            gemm(pool, dfs, dl, E, n, V, d, 1);
-            for (int i = 0; i < n; i++) memcpy(df + (size_t)rows[i] * d, dfs + (size_t)i * d, sizeof(float) * (size_t)d);
         }
-        if (dE) gemm_tn(pool, dE, dl, fs, n, V, d); /* dE += G^T F, in row order */
+        if (dE) /* dE += G^T F */
+            gemm(pool, dE, d, nd_gemm_transposed(dl, V), nd_gemm_rowmajor(fs, d), V, d, n, 1);
         for (int i = 0; i < n; i++) total += loss[i];
     }
     free(dl); free(loss); free(rows); free(fs); free(dfs);

@@ -1,0 +1,53 @@
+/* gemm.h - the one float32 matrix product of the trainer.
+ *
+ *   C[M,N] (+)= A[M,K] B[K,N]
+ *
+ * with A and B addressed through strides, so a transposed operand is just a
+ * different (row, column) stride: x @ W, dy @ W^T, x^T @ dy and the tied
+ * logits f @ E^T are all this one call.  Both operands are packed into
+ * cache-sized panels and a register-blocked micro-kernel (AVX-512, AVX2+FMA,
+ * or portable vectors, chosen at compile time) runs over them.
+ *
+ * Determinism: every C entry is the same sum - its old value (when
+ * accumulating), then A[i,k]B[k,j] for k = 0..K-1 in order - whatever the
+ * thread count, so training is bit-identical for any number of threads. */
+#ifndef ND_TRAIN_GEMM_H
+#define ND_TRAIN_GEMM_H
+
+#include <stddef.h>
+
+#include "core/threadpool.h"
+
+typedef struct {
+    const float *p;
+    ptrdiff_t row, col; /* element (i, k) is p[i*row + k*col] */
+} nd_gemm_operand;
+
+/* A dense row-major [rows, cols] matrix, and its transpose. */
+static inline nd_gemm_operand nd_gemm_rowmajor(const float *p, int cols)
+{
+    nd_gemm_operand o = {p, cols, 1};
+    return o;
+}
+static inline nd_gemm_operand nd_gemm_transposed(const float *p, int cols)
+{
+    nd_gemm_operand o = {p, 1, cols};
+    return o;
+}
+
+/* C is dense row-major with row stride ldc.  accumulate=0 overwrites C.
+ * Returns 0, or -1 when the packing buffers cannot be allocated (C untouched). */
+int nd_gemm(nd_threadpool *pool, float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N, int K,
+            int accumulate);
+
+/* The same product on the calling thread with caller-provided scratch of at
+ * least nd_gemm_scratch_floats(N, K) floats (no allocation): for use inside a
+ * thread-pool task, e.g. one attention head. */
+size_t nd_gemm_scratch_floats(int N, int K);
+void nd_gemm_serial(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N, int K, int accumulate,
+                    float *scratch);
+
+/* What the build compiled, for benchmarks: "avx512", "avx2" or "portable". */
+const char *nd_gemm_kernel_name(void);
+
+#endif
