@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "agent/envelope.h"
+#include "agent/repeat_guard.h"
 #include "core/error.h"
 #include "model/heads.h"
 #include "text/chat.h"
@@ -473,6 +474,7 @@ typedef struct turn_result {
     double logp_sum;
     int logp_n;
     int generated;
+    int loop_breaks; /* steps where the repeat guard banned a looping token */
     double t_decode, t_mask;
 } turn_result;
 
@@ -511,6 +513,9 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
     if (reason_cap > s->max_reasoning_tokens) reason_cap = s->max_reasoning_tokens;
     if (reason_cap < 0) reason_cap = 0;
     double t0 = now_seconds();
+    int32_t hist[ND_REPEAT_HISTORY]; /* the latest call-list ids, for the loop guard */
+    int hn = 0;
+    uint32_t *banned_mask = NULL;    /* the grammar mask minus a looping token, made on demand */
     while (phase != PH_DONE) {
         /* the closers after a complete call list are protocol, not budget */
         if (phase != PH_CLOSE && r->generated >= max_new) {
@@ -525,7 +530,10 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
             tok = f->ids[fi++];
         } else {
             int rc = eval_pending(s, cells_ok, err);
-            if (rc) return rc;
+            if (rc) {
+                free(banned_mask);
+                return rc;
+            }
             if (phase == PH_REASON) {
                 tok = reason_n >= reason_cap ? m->id_think_close : nd_sampler_pick(&s->sampler, s->logits, m->reason_mask);
                 if (tok < 0) tok = m->id_think_close; /* nothing usable: end the thought */
@@ -534,10 +542,25 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
                 /* greedy fast path: when the unmasked best token is one the
                  * grammar accepts, it is also the masked best (same lowest-id
                  * tie rule), and no mask is needed */
+                int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
                 tok = s->sampler.temperature <= 0.0f ? greedy_if_accepted(s, &gs) : -1;
+                if (tok >= 0 && tok == ban) tok = -1;
                 if (tok < 0) {
                     const uint32_t *mask = nd_mask_cache_get(s->masks, &gs);
-                    if (!mask) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
+                    if (!mask) {
+                        free(banned_mask);
+                        return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
+                    }
+                    if (ban >= 0 && nd_mask_test(mask, ban)) {
+                        size_t words = nd_token_mask_words(m->trie);
+                        if (!banned_mask) banned_mask = malloc(sizeof(uint32_t) * words);
+                        if (banned_mask) {
+                            memcpy(banned_mask, mask, sizeof(uint32_t) * words);
+                            banned_mask[ban >> 5] &= ~(1u << (ban & 31));
+                            mask = banned_mask;
+                            r->loop_breaks++;
+                        }
+                    }
                     tok = nd_sampler_pick(&s->sampler, s->logits, mask);
                 }
                 r->t_mask += now_seconds() - tm;
@@ -555,11 +578,16 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
                     break;
                 }
                 nd_buf_append(&r->calls, bytes, (size_t)len);
+                if (hn == ND_REPEAT_HISTORY) memmove(hist, hist + 1, sizeof(int32_t) * --hn);
+                hist[hn++] = tok;
                 r->logp_sum += nd_log_softmax_at(s->logits, m->vocab, tok);
                 r->logp_n++;
             }
         }
-        if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+        if (nd_ids_push(&s->pending, tok)) {
+            free(banned_mask);
+            return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+        }
         r->generated++;
         if (phase == PH_REASON) {
             if (tok == m->id_think_close) {
@@ -582,6 +610,7 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
         }
     }
     r->t_decode = now_seconds() - t0;
+    free(banned_mask);
     if (r->reasoning.oom || r->calls.oom) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
     return 0;
 }
@@ -698,6 +727,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     s->last_mask_seconds = r.t_mask;
     s->last_decode_seconds = r.t_decode;
     s->last_new_tokens = r.generated;
+    s->last_loop_breaks = r.loop_breaks;
     s->last_call_logp_mean = r.logp_n > 0 ? r.logp_sum / r.logp_n : NAN;
     nd_buf out;
     nd_buf_init(&out);

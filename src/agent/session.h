@@ -98,6 +98,7 @@ struct needle_session {
     /* measurements of the last turn, for tests and `needle run --stats` */
     double last_mask_seconds, last_decode_seconds;
     int last_new_tokens;
+    int last_loop_breaks; /* tokens the repeat guard banned in the last turn (repeat_guard.h) */
     double last_call_logp_mean; /* mean unmasked log-probability of the call tokens (NAN: none) */
 };
 

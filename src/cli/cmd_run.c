@@ -111,10 +111,10 @@ static void print_stats(const needle_session *s)
 {
     const needle_session *x = s;
     double frac = x->last_decode_seconds > 0 ? x->last_mask_seconds / x->last_decode_seconds : 0.0;
-    fprintf(stderr, "needle run: %d new tokens in %.3f s (%.1f tok/s), mask %.3f s (%.1f%% of decode)\n",
+    fprintf(stderr, "needle run: %d new tokens in %.3f s (%.1f tok/s), mask %.3f s (%.1f%% of decode)%s\n",
             x->last_new_tokens, x->last_decode_seconds,
             x->last_decode_seconds > 0 ? x->last_new_tokens / x->last_decode_seconds : 0.0, x->last_mask_seconds,
-            100.0 * frac);
+            100.0 * frac, x->last_loop_breaks ? ", loop guard used" : "");
 }
 
 /* Read stdin line by line: one turn each. */
