@@ -4,7 +4,8 @@
 #   sh tools/train_default_model.sh [NEEDLE_BINARY] [WORK_DIR] [THREADS]
 #
 # Everything is deterministic for the seeds below (data generator, init, shuffles);
-# wall time on 2 busy cores was about 61 minutes (docs/default-model.md).
+# wall time on 2 cores: about 61 minutes for rounds 1-5 with the older trainer, then 25 + 39
+# minutes for rounds 6 and 7, plus 7 for the heads (docs/default-model.md).
 #
 # Why five runs instead of one: the trainer pads every batch to one power-of-two
 # length for the whole run, and most examples fit 256 tokens while the README's
@@ -67,15 +68,22 @@ $FT "$WORK/short4/train.jsonl" --checkpoint "$WORK/p6.safetensors" --out "$WORK/
 $FT "$WORK/long4/train.jsonl" --checkpoint "$WORK/p7.safetensors" --out "$WORK/final.safetensors" \
     --max-len 512 --lr 5e-4 --val-split 0.05 --seed 9
 
-# a fifth round with per-batch length bucketing (one mixed run: short rows and 5-tool demo
-# rows together) and more off-topic rows (0.2), since refusal was the weakest skill
-python3 tools/gen_data.py --out "$WORK/short5" --seed 2031 --train 7000 --val 100 --test 100 \
-    --compact --max-tools 3 --max-chars 900 --offtopic-rate 0.2
-python3 tools/gen_data.py --out "$WORK/long5" --seed 2032 --train 1500 --val 50 --test 50 \
-    --compact --max-tools 5 --demo-rate 0.5 --max-chars 1800 --offtopic-rate 0.2
-cat "$WORK/short5/train.jsonl" "$WORK/long5/train.jsonl" > "$WORK/r5.jsonl"
-$FT "$WORK/r5.jsonl" --checkpoint "$WORK/final.safetensors" --out "$WORK/p9.safetensors" \
-    --max-len 512 --bucket batch --lr 1e-3 --val-split 0.02 --seed 10
+# Rounds 5-7: one mixed run each (short rows and 5-tool demo rows together, per-batch length
+# bucketing) on fresh rows with more off-topic rows (0.2), since refusal was the weakest skill.
+#   mixed_round NAME SHORT_SEED SHORT_ROWS SHORT_VAL LONG_SEED LONG_ROWS LONG_VAL FROM TO LR VAL_SPLIT SEED
+mixed_round() {
+    python3 tools/gen_data.py --out "$WORK/${1}short" --seed "$2" --train "$3" --val "$4" --test 10 \
+        --compact --max-tools 3 --max-chars 900 --offtopic-rate 0.2
+    python3 tools/gen_data.py --out "$WORK/${1}long" --seed "$5" --train "$6" --val "$7" --test 10 \
+        --compact --max-tools 5 --demo-rate 0.5 --max-chars 1800 --offtopic-rate 0.2
+    cat "$WORK/${1}short/train.jsonl" "$WORK/${1}long/train.jsonl" > "$WORK/$1.jsonl"
+    $FT "$WORK/$1.jsonl" --checkpoint "$WORK/$8.safetensors" --out "$WORK/$9.safetensors" \
+        --max-len 512 --bucket batch --lr "${10}" --val-split "${11}" --seed "${12}"
+}
+mixed_round r5 2031 7000 100 2032 1500 50 final p9 1e-3 0.02 10
+# rounds 6 and 7 came after the trainer's GEMM rework (~3x the tokens per minute); 7 is the anneal
+mixed_round r6 2050 45000 200 2051 6000 100 p9 p10 1e-3 0.01 11
+mixed_round r7 2060 80000 10 2061 10000 10 p10 p11 7e-4 0.005 12
 
 # 4. the heads (docs/heads.md): the contrastive head for tool retrieval, then the
 #    confidence head calibrated on rows the body never saw (a val split).
@@ -83,7 +91,7 @@ H="$WORK/heads"
 mkdir -p "$H"
 python3 tools/gen_data.py --out "$H/retrieval" --seed 4243 --train 10000 --val 10 --test 10 --max-tools 5
 python3 tools/gen_data.py --out "$H/calib" --seed 4244 --train 10 --val 3000 --test 10 --max-tools 5
-"$NEEDLE" train-heads --model "$WORK/p9.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
+"$NEEDLE" train-heads --model "$WORK/p11.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
     --out "$H/contrastive.safetensors" --only contrastive --batch 128 --epochs 60 --lr 1e-2 --holdout 0.05
 "$NEEDLE" train-heads --model "$H/contrastive.safetensors" --tokenizer $TOK "$H/calib/val.jsonl" \
     --out "$H/with_heads.safetensors" --only confidence --epochs 20 --lr 2e-3 --max-cell-mb 6000
