@@ -4,8 +4,8 @@
 #   sh tools/train_default_model.sh [NEEDLE_BINARY] [WORK_DIR] [THREADS]
 #
 # Everything is deterministic for the seeds below (data generator, init, shuffles);
-# wall time on 2 cores: about 61 minutes for rounds 1-5 with the older trainer, then 25 + 39
-# minutes for rounds 6 and 7, plus 7 for the heads (docs/default-model.md).
+# wall time on 2 cores: about 61 minutes for rounds 1-5 with the older trainer, then 25 + 39 + 21
+# minutes for rounds 6-8, plus 7 for the heads (docs/default-model.md).
 #
 # Why five runs instead of one: the trainer pads every batch to one power-of-two
 # length for the whole run, and most examples fit 256 tokens while the README's
@@ -84,6 +84,7 @@ mixed_round r5 2031 7000 100 2032 1500 50 final p9 1e-3 0.02 10
 # rounds 6 and 7 came after the trainer's GEMM rework (~3x the tokens per minute); 7 is the anneal
 mixed_round r6 2050 45000 200 2051 6000 100 p9 p10 1e-3 0.01 11
 mixed_round r7 2060 80000 10 2061 10000 10 p10 p11 7e-4 0.005 12
+mixed_round r8 2070 45000 10 2071 6000 10 p11 p12 4e-4 0.005 13
 
 # 4. the heads (docs/heads.md): the contrastive head for tool retrieval, then the
 #    confidence head calibrated on rows the body never saw (a val split).
@@ -91,7 +92,7 @@ H="$WORK/heads"
 mkdir -p "$H"
 python3 tools/gen_data.py --out "$H/retrieval" --seed 4243 --train 10000 --val 10 --test 10 --max-tools 5
 python3 tools/gen_data.py --out "$H/calib" --seed 4244 --train 10 --val 3000 --test 10 --max-tools 5
-"$NEEDLE" train-heads --model "$WORK/p11.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
+"$NEEDLE" train-heads --model "$WORK/p12.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
     --out "$H/contrastive.safetensors" --only contrastive --batch 128 --epochs 60 --lr 1e-2 --holdout 0.05
 "$NEEDLE" train-heads --model "$H/contrastive.safetensors" --tokenizer $TOK "$H/calib/val.jsonl" \
     --out "$H/with_heads.safetensors" --only confidence --epochs 20 --lr 2e-3 --max-cell-mb 6000
