@@ -515,7 +515,6 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
     double t0 = now_seconds();
     int32_t hist[ND_REPEAT_HISTORY]; /* the latest call-list ids, for the loop guard */
     int hn = 0;
-    uint32_t *banned_mask = NULL;    /* the grammar mask minus a looping token, made on demand */
     while (phase != PH_DONE) {
         /* the closers after a complete call list are protocol, not budget */
         if (phase != PH_CLOSE && r->generated >= max_new) {
@@ -530,36 +529,26 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
             tok = f->ids[fi++];
         } else {
             int rc = eval_pending(s, cells_ok, err);
-            if (rc) {
-                free(banned_mask);
-                return rc;
-            }
+            if (rc) return rc;
             if (phase == PH_REASON) {
                 tok = reason_n >= reason_cap ? m->id_think_close : nd_sampler_pick(&s->sampler, s->logits, m->reason_mask);
                 if (tok < 0) tok = m->id_think_close; /* nothing usable: end the thought */
             } else { /* PH_JSON */
                 double tm = now_seconds();
+                int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
                 /* greedy fast path: when the unmasked best token is one the
                  * grammar accepts, it is also the masked best (same lowest-id
                  * tie rule), and no mask is needed */
-                int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
                 tok = s->sampler.temperature <= 0.0f ? greedy_if_accepted(s, &gs) : -1;
                 if (tok >= 0 && tok == ban) tok = -1;
                 if (tok < 0) {
                     const uint32_t *mask = nd_mask_cache_get(s->masks, &gs);
-                    if (!mask) {
-                        free(banned_mask);
-                        return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
-                    }
-                    if (ban >= 0 && nd_mask_test(mask, ban)) {
-                        size_t words = nd_token_mask_words(m->trie);
-                        if (!banned_mask) banned_mask = malloc(sizeof(uint32_t) * words);
-                        if (banned_mask) {
-                            memcpy(banned_mask, mask, sizeof(uint32_t) * words);
-                            banned_mask[ban >> 5] &= ~(1u << (ban & 31));
-                            mask = banned_mask;
-                            r->loop_breaks++;
-                        }
+                    if (!mask) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
+                    if (ban >= 0 && nd_mask_test(mask, ban)) { /* the grammar mask minus the looping token */
+                        memcpy(s->mask, mask, sizeof(uint32_t) * nd_mask_words(m->vocab));
+                        s->mask[ban >> 5] &= ~(1u << (ban & 31));
+                        mask = s->mask;
+                        r->loop_breaks++;
                     }
                     tok = nd_sampler_pick(&s->sampler, s->logits, mask);
                 }
@@ -584,10 +573,7 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
                 r->logp_n++;
             }
         }
-        if (nd_ids_push(&s->pending, tok)) {
-            free(banned_mask);
-            return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
-        }
+        if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
         r->generated++;
         if (phase == PH_REASON) {
             if (tok == m->id_think_close) {
@@ -610,7 +596,6 @@ static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_resul
         }
     }
     r->t_decode = now_seconds() - t0;
-    free(banned_mask);
     if (r->reasoning.oom || r->calls.oom) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
     return 0;
 }

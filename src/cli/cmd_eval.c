@@ -1,5 +1,4 @@
 /* cmd_eval.c - `needle eval`: score a model on a JSONL test set, print JSON. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +6,7 @@
 #include "agent/eval.h"
 #include "cli/cli.h"
 #include "core/buf.h"
+#include "core/file.h"
 #include "needle.h"
 
 static void usage(FILE *to)
@@ -22,35 +22,6 @@ static void usage(FILE *to)
             "--tools-from-data declares each row's own tools; otherwise every row gets --tools\n"
             "(default models/tools.json).  Malformed rows are reported on stderr and skipped;\n"
             "--show-failures N prints the first N wrong answers to stderr.\n");
-}
-
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    nd_buf b;
-    nd_buf_init(&b);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) nd_buf_append(&b, chunk, n);
-    int bad = ferror(f) || b.oom;
-    fclose(f);
-    if (bad) {
-        nd_buf_free(&b);
-        return NULL;
-    }
-    nd_buf_putc(&b, '\0');
-    return nd_buf_take(&b);
-}
-
-static int parse_count(const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 0 || v > (1 << 20)) return -1;
-    *out = (int)v;
-    return 0;
 }
 
 int cmd_eval(int argc, char **argv)
@@ -75,11 +46,11 @@ int cmd_eval(int argc, char **argv)
         } else if ((v = cli_flag_value(argc, argv, &i, "--tools"))) {
             tools_path = v;
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-new-tokens"))) {
-            bad = parse_count(v, &o.max_new_tokens);
+            bad = cli_parse_int(v, 0, 1 << 20, &o.max_new_tokens);
         } else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) {
-            bad = parse_count(v, &mo.threads);
+            bad = cli_parse_int(v, 0, 1 << 20, &mo.threads);
         } else if ((v = cli_flag_value(argc, argv, &i, "--show-failures"))) {
-            bad = parse_count(v, &o.show_failures);
+            bad = cli_parse_int(v, 0, 1 << 20, &o.show_failures);
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "needle eval: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -102,9 +73,9 @@ int cmd_eval(int argc, char **argv)
     char *tools_text = NULL;
     if (!o.tools_from_data) {
         if (!tools_path) tools_path = "models/tools.json";
-        tools_text = read_text(tools_path);
-        if (!tools_text) {
-            fprintf(stderr, "needle eval: %s: cannot read the tools\n", tools_path);
+        needle_error rerr = {0, ""};
+        if (nd_read_file(tools_path, &tools_text, NULL, &rerr)) {
+            fprintf(stderr, "needle eval: %s\n", rerr.message);
             return 1;
         }
         o.tools_json = tools_text;

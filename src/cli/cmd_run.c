@@ -69,16 +69,6 @@ static char *default_file(const char *name)
     return NULL;
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int parse_float(const char *s, float *out)
 {
     char *end;
@@ -176,9 +166,9 @@ int cmd_run(int argc, char **argv)
         } else if ((v = cli_flag_value(argc, argv, &i, "--system"))) {
             system = v;
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-new-tokens"))) {
-            bad = parse_int(v, 1, 1 << 20, &so.max_new_tokens);
+            bad = cli_parse_int(v, 1, 1 << 20, &so.max_new_tokens);
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-reasoning-tokens"))) {
-            bad = parse_int(v, 1, 1 << 20, &so.max_reasoning_tokens);
+            bad = cli_parse_int(v, 1, 1 << 20, &so.max_reasoning_tokens);
         } else if ((v = cli_flag_value(argc, argv, &i, "--temperature"))) {
             bad = parse_float(v, &so.temperature);
         } else if ((v = cli_flag_value(argc, argv, &i, "--top-p"))) {
@@ -190,9 +180,9 @@ int cmd_run(int argc, char **argv)
             bad = errno || end == v || *end || v[0] == '-';
             so.seed = (uint64_t)x;
         } else if ((v = cli_flag_value(argc, argv, &i, "--window"))) {
-            bad = parse_int(v, 1, 1 << 22, &mo.kv_window);
+            bad = cli_parse_int(v, 1, 1 << 22, &mo.kv_window);
         } else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) {
-            bad = parse_int(v, 1, 1024, &mo.threads);
+            bad = cli_parse_int(v, 1, 1024, &mo.threads);
         } else if ((v = cli_flag_value(argc, argv, &i, "--tool-index"))) {
             so.tool_index_path = v;
         } else if (!strcmp(a, "--stats")) {

@@ -4,11 +4,12 @@
  *   - B is packed once per call into NR-column panels, KC rows deep: each
  *     micro-panel (KC x NR, 16-32 KB) is read from L1 by the micro-kernel.
  *   - Work is a grid of tasks: MC rows of C by a chunk of NR-panels.  A task
- *     packs its MC x KC block of A into MR-row micro-panels (per-thread
- *     buffer, L2) and runs the micro-kernel over every (MR, NR) tile.
+ *     runs the micro-kernel over every (MR, NR) tile, reading its MC x KC
+ *     block of A in place (row-major or transposed; it stays in L2) and
+ *     packing only ragged MR-row panels (per-thread buffer).
  *   - K is walked in KC blocks in order; between blocks the partial sums live
  *     in C itself, so every entry of C is one in-order sum over k.
- * Packing also absorbs transposes: an operand is read through its strides. */
+ * Transposes cost nothing: an operand is read through its strides. */
 #include "train/gemm.h"
 
 #include <stdint.h>
@@ -169,16 +170,13 @@ static void pack_b_panel(float *dst, nd_gemm_operand B, int jp, int k0, int kl, 
     }
 }
 
-/* A rows [i0, i0+MR) x k [k0, k0+kl) -> dst[k][MR], zero past row M. */
+/* A rows [i0, i0+MR) x k [k0, k0+kl) -> dst[k][MR], zero past row M.  Only
+ * ragged panels and operands with no unit stride come here (a_panel_for). */
 static void pack_a_panel(float *dst, nd_gemm_operand A, int i0, int k0, int kl, int M)
 {
     int h = M - i0 < MR ? M - i0 : MR;
     if (h < MR)
         for (int k = 0; k < kl; k++) memset(dst + (size_t)k * MR + h, 0, sizeof(float) * (size_t)(MR - h));
-    if (A.row == 1 && h == MR) { /* transposed A: MR contiguous values per k */
-        for (int k = 0; k < kl; k++) memcpy(dst + (size_t)k * MR, A.p + i0 + (k0 + k) * A.col, sizeof(float) * MR);
-        return;
-    }
     for (int r = 0; r < h; r++) {
         const float *src = A.p + (i0 + r) * A.row + k0 * A.col;
         for (int k = 0; k < kl; k++) dst[(size_t)k * MR + r] = src[k * A.col];
@@ -193,6 +191,7 @@ typedef struct {
     nd_gemm_operand A, B;
     int M, N, K, accumulate;
     int n_panels, n_chunks, chunk_panels; /* tasks per row block, NR-panels per task */
+    int n_tasks;                          /* row blocks x n_chunks */
     float *bpack; /* K x (n_panels*NR): block of k0 at k0*n_panels*NR, panel jp at +jp*kl*NR */
     float *apack; /* per thread: MC x KC */
 } gemm_job;
@@ -253,7 +252,8 @@ static void compute_task(void *ctx, int task, int thread)
     for (int k0 = 0; k0 < g->K; k0 += KC) {
         int kl = g->K - k0 < KC ? g->K - k0 : KC;
         int load = g->accumulate || k0 > 0;
-        for (int ip = 0; ip < m_panels; ip++) panels[ip] = a_panel_for(g, ap + (size_t)ip * kl * MR, i0 + ip * MR, k0, kl);
+        for (int ip = 0; ip < m_panels; ip++)
+            panels[ip] = a_panel_for(g, ap + (size_t)ip * kl * MR, i0 + ip * MR, k0, kl);
         const float *bblock = g->bpack + (size_t)k0 * g->n_panels * NR;
         for (int jp = p0; jp < p1; jp++)
             for (int ip = 0; ip < m_panels; ip++)
@@ -271,13 +271,14 @@ static gemm_job job_for(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B,
                         int accumulate, int threads)
 {
     int n_panels = (N + NR - 1) / NR;
-    gemm_job g = {C, ldc, A, B, M, N, K, accumulate, n_panels, 1, n_panels, NULL, NULL};
+    gemm_job g = {C, ldc, A, B, M, N, K, accumulate, n_panels, 1, n_panels, 0, NULL, NULL};
     /* Tasks span the whole width (each A panel read once per row block)
      * unless there are too few row blocks to keep the threads busy. */
     if ((M + MC - 1) / MC < 4 * threads) {
         g.chunk_panels = NC_PANELS;
         g.n_chunks = (n_panels + NC_PANELS - 1) / NC_PANELS;
     }
+    g.n_tasks = (M + MC - 1) / MC * g.n_chunks;
     return g;
 }
 
@@ -307,7 +308,7 @@ int nd_gemm(nd_threadpool *pool, float *C, int ldc, nd_gemm_operand A, nd_gemm_o
         return -1;
     }
     nd_threadpool_run(pool, g.n_panels, pack_b_task, &g);
-    nd_threadpool_run(pool, (M + MC - 1) / MC * g.n_chunks, compute_task, &g);
+    nd_threadpool_run(pool, g.n_tasks, compute_task, &g);
     free(g.bpack);
     free(g.apack);
     return 0;
@@ -327,6 +328,5 @@ void nd_gemm_serial(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int
     g.bpack = (float *)at;
     g.apack = g.bpack + bpack_floats(N, K); /* a multiple of NR floats: still aligned */
     for (int jp = 0; jp < g.n_panels; jp++) pack_b_task(&g, jp, 0);
-    int tasks = (M + MC - 1) / MC * g.n_chunks;
-    for (int t = 0; t < tasks; t++) compute_task(&g, t, 0);
+    for (int t = 0; t < g.n_tasks; t++) compute_task(&g, t, 0);
 }

@@ -4,8 +4,8 @@
  *
  * with A and B addressed through strides, so a transposed operand is just a
  * different (row, column) stride: x @ W, dy @ W^T, x^T @ dy and the tied
- * logits f @ E^T are all this one call.  Both operands are packed into
- * cache-sized panels and a register-blocked micro-kernel (AVX-512, AVX2+FMA,
+ * logits f @ E^T are all this one call.  B is packed into cache-sized panels,
+ * A is read in place, and a register-blocked micro-kernel (AVX-512, AVX2+FMA,
  * or portable vectors, chosen at compile time) runs over them.
  *
  * Determinism: every C entry is the same sum - its old value (when
@@ -23,17 +23,14 @@ typedef struct {
     ptrdiff_t row, col; /* element (i, k) is p[i*row + k*col] */
 } nd_gemm_operand;
 
-/* A dense row-major [rows, cols] matrix, and its transpose. */
-static inline nd_gemm_operand nd_gemm_rowmajor(const float *p, int cols)
+/* Any strided view; a dense row-major [rows, cols] matrix, and its transpose. */
+static inline nd_gemm_operand nd_gemm_strided(const float *p, ptrdiff_t row, ptrdiff_t col)
 {
-    nd_gemm_operand o = {p, cols, 1};
+    nd_gemm_operand o = {p, row, col};
     return o;
 }
-static inline nd_gemm_operand nd_gemm_transposed(const float *p, int cols)
-{
-    nd_gemm_operand o = {p, 1, cols};
-    return o;
-}
+static inline nd_gemm_operand nd_gemm_rowmajor(const float *p, int cols) { return nd_gemm_strided(p, cols, 1); }
+static inline nd_gemm_operand nd_gemm_transposed(const float *p, int cols) { return nd_gemm_strided(p, 1, cols); }
 
 /* C is dense row-major with row stride ldc.  accumulate=0 overwrites C.
  * Returns 0, or -1 when the packing buffers cannot be allocated (C untouched). */

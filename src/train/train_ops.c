@@ -172,15 +172,9 @@ typedef struct {
     float *o, *probs, *dq, *dk, *dv;
     const float *q, *k, *v, *dout, *cprobs;
     int B, T, H, KVH, hd;
-    float *scratch; /* per thread: scratch_floats */
-    size_t scratch_floats;
+    float *scratch; /* per thread: scratch_floats, the GEMM's gemm_floats first */
+    size_t scratch_floats, gemm_floats;
 } attn_job;
-
-static nd_gemm_operand strided(const float *p, ptrdiff_t row, ptrdiff_t col)
-{
-    nd_gemm_operand o = {p, row, col};
-    return o;
-}
 
 static void attn_fwd_task(void *ctx, int task, int thread)
 {
@@ -193,7 +187,7 @@ static void attn_fwd_task(void *ctx, int task, int thread)
     float *S = j->probs + ((size_t)b * j->H + h) * T * T;
     const float *qh = j->q + (size_t)b * T * qs + (size_t)h * hd;
     const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * ks + (size_t)g * hd;
-    nd_gemm_serial(S, T, strided(qh, qs, 1), strided(kg, 1, ks), T, T, hd, 0, scr);
+    nd_gemm_serial(S, T, nd_gemm_strided(qh, qs, 1), nd_gemm_strided(kg, 1, ks), T, T, hd, 0, scr);
     for (int t = 0; t < T; t++) {
         float *p = S + (size_t)t * T;
         float mx = -INFINITY;
@@ -207,14 +201,15 @@ static void attn_fwd_task(void *ctx, int task, int thread)
         for (int s = 0; s <= t; s++) p[s] *= inv;
         for (int s = t + 1; s < T; s++) p[s] = 0.0f;
     }
-    nd_gemm_serial(j->o + (size_t)b * T * qs + (size_t)h * hd, qs, strided(S, T, 1), strided(vg, ks, 1), T, hd, T, 0,
-                   scr);
+    nd_gemm_serial(j->o + (size_t)b * T * qs + (size_t)h * hd, qs, nd_gemm_strided(S, T, 1),
+                   nd_gemm_strided(vg, ks, 1), T, hd, T, 0, scr);
 }
 
 static int attn_scratch(attn_job *j, nd_threadpool *pool, int extra)
 {
     int big = j->T > j->hd ? j->T : j->hd;
-    j->scratch_floats = nd_gemm_scratch_floats(big, big) + (size_t)extra;
+    j->gemm_floats = nd_gemm_scratch_floats(big, big);
+    j->scratch_floats = j->gemm_floats + (size_t)extra;
     int threads = pool ? nd_threadpool_threads(pool) : 1;
     j->scratch = malloc(sizeof(float) * j->scratch_floats * (size_t)threads);
     return j->scratch ? 0 : -1;
@@ -238,13 +233,14 @@ static void attn_bwd_task(void *ctx, int task, int thread)
     int rep = j->H / j->KVH, qs = j->H * hd, ks = j->KVH * hd;
     float scale = 1.0f / sqrtf((float)hd);
     float *scr = j->scratch + (size_t)thread * j->scratch_floats;
-    float *dS = scr + nd_gemm_scratch_floats(T > hd ? T : hd, T > hd ? T : hd); /* [T, T] */
+    float *dS = scr + j->gemm_floats; /* [T, T] */
     const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * ks + (size_t)g * hd;
     for (int h = g * rep; h < (g + 1) * rep; h++) {
         const float *P = j->cprobs + ((size_t)b * j->H + h) * T * T;
         const float *dO = j->dout + (size_t)b * T * qs + (size_t)h * hd;
         const float *qh = j->q + (size_t)b * T * qs + (size_t)h * hd;
-        nd_gemm_serial(dS, T, strided(dO, qs, 1), strided(vg, 1, ks), T, T, hd, 0, scr); /* dP = dO V^T */
+        /* dP = dO V^T, turned in place into dS */
+        nd_gemm_serial(dS, T, nd_gemm_strided(dO, qs, 1), nd_gemm_strided(vg, 1, ks), T, T, hd, 0, scr);
         for (int t = 0; t < T; t++) {
             const float *p = P + (size_t)t * T;
             float *ds = dS + (size_t)t * T;
@@ -254,14 +250,14 @@ static void attn_bwd_task(void *ctx, int task, int thread)
             for (int s = t + 1; s < T; s++) ds[s] = 0.0f;
         }
         if (j->dv) /* dV += P^T dO */
-            nd_gemm_serial(j->dv + (size_t)b * T * ks + (size_t)g * hd, ks, strided(P, 1, T), strided(dO, qs, 1), T, hd,
-                           T, 1, scr);
+            nd_gemm_serial(j->dv + (size_t)b * T * ks + (size_t)g * hd, ks, nd_gemm_strided(P, 1, T),
+                           nd_gemm_strided(dO, qs, 1), T, hd, T, 1, scr);
         if (j->dq) /* dQ += dS K */
-            nd_gemm_serial(j->dq + (size_t)b * T * qs + (size_t)h * hd, qs, strided(dS, T, 1), strided(kg, ks, 1), T,
-                           hd, T, 1, scr);
+            nd_gemm_serial(j->dq + (size_t)b * T * qs + (size_t)h * hd, qs, nd_gemm_strided(dS, T, 1),
+                           nd_gemm_strided(kg, ks, 1), T, hd, T, 1, scr);
         if (j->dk) /* dK += dS^T Q */
-            nd_gemm_serial(j->dk + (size_t)b * T * ks + (size_t)g * hd, ks, strided(dS, 1, T), strided(qh, qs, 1), T,
-                           hd, T, 1, scr);
+            nd_gemm_serial(j->dk + (size_t)b * T * ks + (size_t)g * hd, ks, nd_gemm_strided(dS, 1, T),
+                           nd_gemm_strided(qh, qs, 1), T, hd, T, 1, scr);
     }
 }
 
