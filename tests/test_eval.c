@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/eval.h"
+#include "eval/eval.h"
 #include "check.h"
 #include "core/json.h"
 

@@ -10,7 +10,7 @@
 #include "check.h"
 #include "core/file.h"
 #include "core/json.h"
-#include "model/forward.h"
+#include "model/model.h"
 #include "model/heads.h"
 
 #define GOLDEN "tests/golden/"

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/grammar.h"
-#include "agent/schema.h"
-#include "agent/token_mask.h"
+#include "grammar/grammar.h"
+#include "grammar/schema.h"
+#include "grammar/token_mask.h"
 #include "check.h"
 #include "core/json.h"
 #include "io/spm_model.h"

@@ -10,7 +10,7 @@
 #include "core/rng.h"
 #include "io/cact.h"
 #include "io/spm_model.h"
-#include "model/forward.h"
+#include "model/model.h"
 #include "model/weights.h"
 #include "train/merge.h"
 #include "train/train_ckpt.h"

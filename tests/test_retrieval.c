@@ -19,7 +19,7 @@
 #include "check.h"
 #include "tool_catalogue.h"
 #include "core/json.h"
-#include "model/forward.h"
+#include "model/model.h"
 #include "needle.h"
 
 #define MODEL "tests/golden/tiny_w4.cact"

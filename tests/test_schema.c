@@ -1,8 +1,8 @@
 /* test_schema.c - what the schema compiler accepts, refuses, and how it says so. */
 #include <string.h>
 
-#include "agent/grammar.h"
-#include "agent/schema.h"
+#include "grammar/grammar.h"
+#include "grammar/schema.h"
 #include "check.h"
 #include "core/json.h"
 

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/grammar.h"
-#include "agent/schema.h"
-#include "agent/token_mask.h"
+#include "grammar/grammar.h"
+#include "grammar/schema.h"
+#include "grammar/token_mask.h"
 #include "core/file.h"
 #include "core/json.h"
 

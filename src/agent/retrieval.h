@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "core/json.h"
-#include "model/forward.h"
+#include "model/model.h"
 #include "needle.h"
 #include "text/tokenizer.h"
 

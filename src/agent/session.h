@@ -22,12 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/grammar.h"
+#include "grammar/grammar.h"
 #include "agent/retrieval.h"
 #include "agent/sampler.h"
-#include "agent/token_mask.h"
+#include "grammar/token_mask.h"
 #include "core/json.h"
-#include "model/forward.h"
+#include "model/model.h"
 #include "model/weights.h"
 #include "needle.h"
 #include "text/tokenizer.h"

@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "core/threadpool.h"
-#include "model/forward.h"
+#include "model/model.h"
 
 static double now_ms(void)
 {

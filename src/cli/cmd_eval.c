@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/eval.h"
+#include "eval/eval.h"
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/file.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "model/forward.h"
+#include "model/model.h"
 
 static int usage(void)
 {

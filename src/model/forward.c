@@ -17,7 +17,7 @@
 #include "backend/cpu/cpu_ops.h" /* nd_sigmoidf, nd_siluf */
 #include "backend/cpu/cpu_simd.h" /* vector loops for the per-token work */
 #include "core/error.h"
-#include "model/session_state.h"
+#include "model/kv_state.h"
 
 /* cos|sin of the rotate-half RoPE at one position, computed the way a float32
  * reference does (frequencies and angles rounded to float). */

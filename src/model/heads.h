@@ -7,7 +7,7 @@
 #ifndef ND_HEADS_H
 #define ND_HEADS_H
 
-#include "model/forward.h"
+#include "model/model.h"
 
 /* pooled[P*d] for head h; NEEDLE_ENOMEM possible (scratch of n_cells floats). */
 int nd_head_pool(const nd_head_weights *h, int d, const float *cells, int n_cells, float *pooled, needle_error *err);

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "model/forward.h"
+#include "model/model.h"
 
 /* Every matrix the forward pass and the heads read, for the float path. */
 static int list_matrices(nd_weights *w, nd_matrix **out, int max)

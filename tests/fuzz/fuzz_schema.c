@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/grammar.h"
-#include "agent/schema.h"
+#include "grammar/grammar.h"
+#include "grammar/schema.h"
 #include "core/json.h"
 
 static void drive(const nd_grammar *g, const uint8_t *bytes, size_t n)

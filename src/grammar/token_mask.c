@@ -1,5 +1,5 @@
 /* token_mask.c - vocabulary byte trie and the allowed-token mask walk. */
-#include "agent/token_mask.h"
+#include "grammar/token_mask.h"
 
 #include <stdlib.h>
 #include <string.h>

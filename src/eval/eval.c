@@ -1,11 +1,11 @@
 /* eval.c - score a model on a JSONL test set (see eval.h). */
-#include "agent/eval.h"
+#include "eval/eval.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/grammar.h"
+#include "grammar/grammar.h"
 #include "core/error.h"
 
 /* ---- scoring ---------------------------------------------------------------- */

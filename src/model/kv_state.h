@@ -1,9 +1,9 @@
-/* session_state.h - the inside of an nd_state (shared by session_state.c,
+/* kv_state.h - the inside of an nd_state (shared by kv_state.c,
  * which owns its memory, and forward.c, which computes with it). */
-#ifndef ND_SESSION_STATE_H
-#define ND_SESSION_STATE_H
+#ifndef ND_KV_STATE_H
+#define ND_KV_STATE_H
 
-#include "model/forward.h"
+#include "model/model.h"
 
 /* Engram value taps reach back 3 dilations: v_{t - j*D}, j = 0..3. */
 #define ND_ENGRAM_TAPS 4

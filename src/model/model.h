@@ -1,4 +1,4 @@
-/* forward.h - the Needle forward pass (SPEC section 4) over a KV-cached session.
+/* model.h - the Needle forward pass (SPEC section 4) over a KV-cached session.
  *
  * nd_model: the weights, the backend and the thread pool; read-only once
  * created, shared by any number of sessions.
@@ -11,8 +11,8 @@
  * prefill is one call with T tokens, decoding is calls with one token; both
  * run the same code.  Key position k is visible from query q iff k <= q and
  * (q - k < window or k < sinks). */
-#ifndef ND_FORWARD_H
-#define ND_FORWARD_H
+#ifndef ND_MODEL_H
+#define ND_MODEL_H
 
 #include <stdint.h>
 

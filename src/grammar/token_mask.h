@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/grammar.h"
+#include "grammar/grammar.h"
 #include "needle.h"
 
 typedef struct nd_token_trie nd_token_trie;

@@ -1,11 +1,11 @@
-/* session_state.c - creating, resetting and sizing a session (nd_state).
+/* kv_state.c - creating, resetting and sizing a session (nd_state).
  * Everything a session needs is one allocation made here; nd_state_eval
  * allocates nothing. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "model/session_state.h"
+#include "model/kv_state.h"
 
 #define DEFAULT_CHUNK 64 /* large enough to amortise weight decoding, small enough to keep scratch small */
 

@@ -6,7 +6,7 @@
  * value needs (a fixpoint, because $ref makes the node graph cyclic).  The
  * runtime relies on that depth to refuse entering values it could not finish.
  */
-#include "agent/schema.h"
+#include "grammar/schema.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -18,13 +18,13 @@
  *   CALL     b tool candidate, c head bytes matched
  *   MAP      (phase only)
  */
-#include "agent/grammar.h"
+#include "grammar/grammar.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/schema.h"
+#include "grammar/schema.h"
 #include "core/error.h"
 
 enum { ST_DEAD, ST_CONSUMED, ST_AGAIN, ST_POP };

@@ -5,7 +5,7 @@
  * {m,n} is capped); subset construction over code point *ranges* gives the DFA,
  * whose dead states (no path to acceptance) are then removed.
  */
-#include "agent/regex.h"
+#include "grammar/regex.h"
 
 #include <stdio.h>
 #include <stdlib.h>

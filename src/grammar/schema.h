@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/grammar.h"
-#include "agent/regex.h"
+#include "grammar/grammar.h"
+#include "grammar/regex.h"
 
 #define ND_G_INF 1000000000u
 #define ND_G_MAX_NODES 60000
