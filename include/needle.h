@@ -66,6 +66,14 @@ void needle_model_close(needle_model *m);
 /* The backend computing for this model ("cpu", "cuda"), and a line saying why. */
 const char *needle_model_backend(const needle_model *m, const char **why);
 
+/* The width of the model's text embedding (the contrastive head for Needle 2
+ * models); 0 when the model has no embedding head. */
+int needle_model_embed_dim(const needle_model *m);
+/* Embed [BOS] + enc(text) (full attention, the first max_seq_len tokens) into
+ * out[0..dim), an L2-normalised vector; dim must equal needle_model_embed_dim.
+ * Thread-safe: needs no session and may run on many threads at once. */
+int needle_model_embed(needle_model *m, const char *text, float *out, int dim, needle_error *err);
+
 /* ---- Sessions: one conversation each; thread-safe across sessions ---- */
 typedef struct needle_session needle_session;
 

@@ -1,6 +1,7 @@
 /* test_api.c - the public API as a user sees it (only include/needle.h):
  * models from files and from memory, many sessions on many threads, and the
  * released engine's four compatibility calls with their error values. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,35 @@ static void test_compat_layer(void)
     free(blob);
 }
 
+/* Embeddings through the public API: the bundled model's contrastive head
+ * gives unit vectors, the same text the same bits, other texts other vectors,
+ * and a wrong width is refused. */
+static void test_embed(void)
+{
+    needle_model *m = NULL;
+    needle_error err;
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, NULL, &m, &err) == 0, "%s", err.message);
+    if (!m) return;
+    int dim = needle_model_embed_dim(m);
+    CHECK(dim > 0);
+    float *a = calloc((size_t)dim, sizeof(float)), *b = calloc((size_t)dim, sizeof(float)),
+          *c = calloc((size_t)dim, sizeof(float));
+    CHECKF(needle_model_embed(m, "turn off the kitchen lights", a, dim, &err) == 0, "%s", err.message);
+    CHECK(needle_model_embed(m, "turn off the kitchen lights", b, dim, &err) == 0);
+    CHECK(needle_model_embed(m, "what is the weather in Lagos", c, dim, &err) == 0);
+    double norm = 0, diff = 0;
+    for (int i = 0; i < dim; i++) norm += (double)a[i] * a[i], diff += fabs((double)a[i] - c[i]);
+    CHECKF(fabs(norm - 1.0) < 1e-4, "norm^2 %g", norm);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)dim) == 0);
+    CHECK(diff > 1e-3);
+    CHECK(needle_model_embed(m, "x", a, dim + 1, &err) == NEEDLE_EINVAL && strstr(err.message, "embed"));
+    CHECK(needle_model_embed(m, NULL, a, dim, &err) == NEEDLE_EINVAL);
+    free(a);
+    free(b);
+    free(c);
+    needle_model_close(m);
+}
+
 int main(void)
 {
     /* the compatibility layer has no options: keep its model on one thread,
@@ -240,5 +270,6 @@ int main(void)
     RUN(test_many_sessions_threads);
     RUN(test_checkpoint_with_tokenizer);
     RUN(test_compat_layer);
+    RUN(test_embed);
     return check_summary();
 }
