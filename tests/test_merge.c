@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "core/rng.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "model/model.h"
 #include "model/weights.h"

@@ -10,7 +10,7 @@
 
 #include "agent/session.h"
 #include "core/error.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "needle.h"
 

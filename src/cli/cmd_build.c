@@ -16,7 +16,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "model/bits_map.h"
 #include "model/weights.h"

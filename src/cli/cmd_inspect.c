@@ -11,7 +11,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "quant/cq.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "model/weights.h"
 

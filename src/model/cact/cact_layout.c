@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 
 /* ---- building the slot list ---- */
 

@@ -1,4 +1,4 @@
-/* weights_cact.c - nd_weights from a .cact deploy file, and dequantising rows.
+/* cact_load.c - nd_weights from a .cact deploy file, and dequantising rows.
  *
  * CQ matrices stay in the mapping (the engine reads codes and norms where
  * they lie); FP16/FP32 tensors are widened into the single `owned` float
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "model/weights.h"
 #include "quant/cq.h"
 

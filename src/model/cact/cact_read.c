@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "quant/cq.h"
 
 static uint32_t rd_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }

@@ -7,7 +7,7 @@
  *   blobs      each starting 64-byte aligned, zero padding between them
  * Which tensor is which follows from position alone: nd_cact_layout lists the
  * expected sequence for a geometry, and both the writer and the model loader
- * (model/weights_cact.c) work from that one list.
+ * (model/cact/cact_load.c) work from that one list.
  */
 #ifndef ND_CACT_H
 #define ND_CACT_H
@@ -128,7 +128,7 @@ void nd_cact_config_to_header(const nd_config *cfg, int kv_window, nd_cact_heade
 int nd_cact_resolve(const nd_cact_file *f, const char *where, nd_config *cfg, nd_cact_slot **slots,
                     needle_error *err);
 
-/* ---- loading (model/weights_cact.c; nd_weights_load_cact is in weights.h) ---- */
+/* ---- loading (cact_load.c; nd_weights_load_cact is in weights.h) ---- */
 
 struct nd_weights;
 struct nd_vocab;

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/fp16.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "model/bits_map.h"
 #include "model/weights.h"
