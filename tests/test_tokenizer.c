@@ -9,6 +9,7 @@
 #include "core/buf.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "text/tokenizer.h"

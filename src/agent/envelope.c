@@ -6,24 +6,8 @@
 #include <sys/resource.h>
 
 #include "core/json.h"
+#include "core/utf8.h"
 #include "needle.h"
-#include "text/tokenizer.h"
-
-/* Copy s[0..n) into out with every invalid UTF-8 sequence replaced by U+FFFD,
- * so text cut in the middle of a character still makes a valid JSON string. */
-static void append_utf8_repaired(nd_buf *out, const char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        size_t bad = i + nd_utf8_first_invalid(s + i, n - i);
-        nd_buf_append(out, s + i, bad - i);
-        if (bad >= n) break;
-        nd_buf_puts(out, "\xEF\xBF\xBD");
-        /* skip the offending lead byte and any continuation bytes after it */
-        i = bad + 1;
-        while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
-    }
-}
 
 /* JSON has no NaN/Infinity: non-finite measurements are written as 0. */
 static void put_number(nd_buf *out, double v)
@@ -57,7 +41,7 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     else {
         nd_buf tmp;
         nd_buf_init(&tmp);
-        append_utf8_repaired(&tmp, error, strlen(error));
+        nd_utf8_append_repaired(&tmp, error, strlen(error));
         nd_json_write_string(out, tmp.data ? tmp.data : "", tmp.len, 0);
         nd_buf_free(&tmp);
     }
@@ -69,7 +53,7 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     nd_buf_puts(out, ",\"reasoning\":");
     nd_buf r;
     nd_buf_init(&r);
-    append_utf8_repaired(&r, e->reasoning ? e->reasoning : "", e->reasoning ? e->reasoning_len : 0);
+    nd_utf8_append_repaired(&r, e->reasoning ? e->reasoning : "", e->reasoning ? e->reasoning_len : 0);
     nd_json_write_string(out, r.data ? r.data : "", r.len, 0);
     nd_buf_free(&r);
     nd_buf_puts(out, ",\"confidence\":");

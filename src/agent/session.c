@@ -11,6 +11,7 @@
 #include "agent/envelope.h"
 #include "agent/repeat_guard.h"
 #include "core/error.h"
+#include "core/utf8.h"
 #include "model/heads.h"
 #include "text/chat.h"
 

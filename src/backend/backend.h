@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/matrix.h"
 #include "core/threadpool.h"
-#include "model/weights.h"
 #include "needle.h"
 
 /* One attention call: T queries of one sequence at absolute positions

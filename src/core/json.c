@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 typedef struct parser {
     const unsigned char *s;
@@ -84,65 +85,6 @@ void nd_json_free(nd_json *v)
     free(v);
 }
 
-/* ---------------------------------------------------------------- UTF-8 */
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid (overlong
- * forms, surrogates U+D800..DFFF and anything past U+10FFFF are invalid). */
-static size_t utf8_valid_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[2] & 0xC0) != 0x80) return 0;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c == 0xE0) lo = 0xA0;      /* no overlongs */
-        if (c == 0xED) hi = 0x9F;      /* no surrogates */
-        return (s[1] >= lo && s[1] <= hi) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c == 0xF0) lo = 0x90;      /* no overlongs */
-        if (c == 0xF4) hi = 0x8F;      /* nothing past U+10FFFF */
-        return (s[1] >= lo && s[1] <= hi) ? 4 : 0;
-    }
-    return 0;
-}
-
-static size_t utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-static uint32_t utf8_decode_valid(const unsigned char *s, size_t n)
-{
-    switch (n) {
-    case 1: return s[0];
-    case 2: return ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    case 3: return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    default:
-        return ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
-               (s[3] & 0x3F);
-    }
-}
-
 /* ---------------------------------------------------------------- parsing */
 
 static int parse_value(parser *p, nd_json *out);
@@ -192,7 +134,7 @@ static int parse_string(parser *p, char **out, size_t *out_len)
             return fail(p, NEEDLE_EJSON, p->pos, "unescaped control character 0x%02x in string", c);
         }
         if (c >= 0x80) {
-            size_t k = utf8_valid_len(p->s + p->pos, end - p->pos);
+            size_t k = nd_utf8_valid_len(p->s + p->pos, end - p->pos);
             if (!k) { free(buf); return fail(p, NEEDLE_EUTF8, p->pos, "invalid UTF-8 in string"); }
             memcpy(buf + n, p->s + p->pos, k);
             n += k;
@@ -234,7 +176,7 @@ static int parse_string(parser *p, char **out, size_t *out_len)
                 p->pos += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            n += utf8_encode(cp, buf + n);
+            n += nd_utf8_encode(cp, buf + n);
             break;
         }
         default: {
@@ -557,7 +499,7 @@ void nd_json_write_string(nd_buf *b, const char *s, size_t n, int ascii_only)
             i++;
             continue;
         }
-        size_t k = utf8_valid_len(u + i, n - i);
+        size_t k = nd_utf8_valid_len(u + i, n - i);
         if (!k) {
             /* not UTF-8: the DOM never holds this, but callers may pass raw
              * bytes; write U+FFFD so the output is always valid JSON */
@@ -567,7 +509,8 @@ void nd_json_write_string(nd_buf *b, const char *s, size_t n, int ascii_only)
             continue;
         }
         if (!ascii_only) { nd_buf_append(b, u + i, k); i += k; continue; }
-        uint32_t cp = utf8_decode_valid(u + i, k);
+        uint32_t cp;
+        nd_utf8_decode(u + i, k, &cp);
         i += k;
         if (cp >= 0x10000) {
             cp -= 0x10000;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "needle.h"
 
 #define MAX_CP 0x10FFFFu
@@ -57,19 +58,6 @@ static int fail(rx *r, int code, const char *msg)
         snprintf(r->why, r->why_size, "%s", msg);
     }
     return -1;
-}
-
-size_t nd_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (n == 0) { *cp = 0; return 0; }
-    unsigned c = s[0];
-    if (c < 0x80) { *cp = c; return 1; }
-    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-    if (len > n) { *cp = 0xFFFD; return n; }
-    uint32_t v = c & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) v = (v << 6) | (s[i] & 0x3F);
-    *cp = v;
-    return len;
 }
 
 /* ------------------------------------------------------------ range sets */

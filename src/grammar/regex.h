@@ -70,7 +70,4 @@ static inline int32_t nd_dfa_step(const nd_dfa *d, int32_t s, uint32_t cp)
     return -1;
 }
 
-/* Decode one UTF-8 code point from s[0..n) (must be valid); returns its length. */
-size_t nd_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
-
 #endif

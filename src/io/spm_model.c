@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "text/tokenizer.h"
+#include "core/utf8.h"
 
 /* Limits that keep a hostile file from asking for absurd allocations; real
  * vocabularies are ~8k-256k pieces of a few bytes each. */

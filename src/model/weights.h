@@ -12,25 +12,8 @@
 #include <stdint.h>
 
 #include "core/file.h"
+#include "core/matrix.h"
 #include "model/config.h"
-
-enum { ND_MAT_F32 = 0, ND_MAT_CQ = 1 };
-#define ND_CQ_GROUP 128
-#define ND_CQ_TERNARY 5 /* cq_bits value for the 1.58-bit ternary width */
-
-typedef struct nd_matrix {
-    int kind;       /* ND_MAT_F32 or ND_MAT_CQ */
-    int rows, cols; /* logical [out, in] */
-    /* ND_MAT_F32 */
-    const float *f32; /* rows*cols */
-    /* ND_MAT_CQ (SPEC section 8) */
-    int cq_bits;               /* 2, 3, 4, or ND_CQ_TERNARY (stored as 2-bit codes) */
-    int cols_pad;              /* cols rounded up to a multiple of 128 */
-    const uint8_t *cq_idx;     /* rows * cols_pad*storage_bits/8 bytes, LSB-first per row */
-    const uint8_t *cq_norms;   /* rows * cols_pad/128 FP16 values, little-endian (may be unaligned) */
-    const float *codebook;     /* indexed by the stored code: 2^storage_bits entries, already / sqrt(128);
-                                  for ternary: codes {0:0, 1:+c, 2:unused(0), 3:-c} */
-} nd_matrix;
 
 typedef struct nd_layer_weights {
     const float *norm_in, *q_norm, *k_norm, *post_attn_norm, *pre_hada_norm; /* d, hd, hd, d, d */

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/weights.h" /* ND_CQ_GROUP, ND_CQ_TERNARY */
+#include "core/matrix.h" /* ND_CQ_GROUP, ND_CQ_TERNARY */
 
 #define ND_CQ_CODEBOOK_LEN 28 /* cb2[4] | cb3[8] | cb4[16] */
 #define ND_CQ_TERNARY_C 1.2240064f

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/utf8.h"
 
 /* The longest text one encode call accepts: keeps every index in int32 with
  * room for the 3x growth of spaces into U+2581. */
@@ -45,38 +46,6 @@ int nd_ids_push(nd_ids *v, int id)
     return 0;
 }
 
-size_t nd_utf8_first_invalid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) need = 1, cp = c & 0x1f;
-        else if (c >= 0xE0 && c <= 0xEF) need = 2, cp = c & 0x0f;
-        else if (c >= 0xF0 && c <= 0xF4) need = 3, cp = c & 0x07;
-        else return i; /* continuation byte, overlong lead C0/C1, or F5..FF */
-        if (n - i <= need) return i;
-        for (size_t k = 1; k <= need; k++) {
-            unsigned cc = p[i + k];
-            if ((cc & 0xC0) != 0x80) return i;
-            cp = cp << 6 | (cc & 0x3f);
-        }
-        if (need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return i;
-        if (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) return i;
-        i += need + 1;
-    }
-    return n;
-}
-
-/* Byte length of the UTF-8 character starting with lead byte c (input is
- * already validated). */
-static inline int utf8_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
 /* ---- the tokenizer ---- */
 
@@ -441,7 +410,7 @@ int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const 
                 }
             }
         }
-        if (!sl) sl = utf8_len((unsigned char)norm[pos]);
+        if (!sl) sl = nd_utf8_seq_len((unsigned char)norm[pos]);
         sy[ns].start = (int32_t)pos;
         sy[ns].len = sl;
         sy[ns].prev = ns - 1;

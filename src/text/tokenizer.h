@@ -96,8 +96,4 @@ const char *nd_tokenizer_token_bytes(const nd_tokenizer *t, int id, int *len);
  * space that decoding drops when it is the first visible token. */
 int nd_tokenizer_token_starts_with_space(const nd_tokenizer *t, int id);
 
-/* Strict UTF-8 check (no overlongs, surrogates, or code points past U+10FFFF):
- * the offset of the first byte of the first invalid sequence, or n if valid. */
-size_t nd_utf8_first_invalid(const char *s, size_t n);
-
 #endif

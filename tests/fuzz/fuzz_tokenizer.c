@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "text/tokenizer.h"
 
 static nd_tokenizer *tok;
