@@ -26,6 +26,9 @@ for t in "$BUILD"/tests/test_*; do
         failed=$((failed + 1))
     fi
 done
+# the layer rule (README "Layout"): includes point down; the check's own self-test first
+echo "== layers"
+if sh tools/check_layers.sh --self-test && sh tools/check_layers.sh .; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 if [ -d tests/python ] && [ -z "$NEEDLE_SKIP_PYTHON" ]; then
     if python3 -c 'import pytest, numpy' 2>/dev/null; then
         echo "== python oracle tests"

@@ -9,15 +9,25 @@
  *     q = 2 sigmoid(a_post*(xh Phi_post) + b_post + o_post); P = Sinkhorn(...)
  *     X'_i = sum_j P_ij X_j + q_i y
  *   final = ZCRMS(mean_i X_i; final_norm); logits = final E^T
- * Matrices go through the backend's matmul (batched over the chunk); the
- * per-token vector work is done here with the backend's small ops. */
+ * Every step with activations goes through the backend's op table (m->be):
+ * matrices batched over the chunk, the per-token work as the layer ops
+ * (hada_mlp, mhc_pre/mhc_mix, engram_taps/engram_gate, lane_mean, ...).  What
+ * stays here is integer and parameter bookkeeping: token hashes, positions,
+ * RoPE tables, the mHC home-lane offsets. */
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h" /* nd_sigmoidf, nd_siluf */
-#include "backend/cpu/cpu_simd.h" /* vector loops for the per-token work */
 #include "core/error.h"
 #include "model/kv_state.h"
+
+/* mHC: the home lane's logit offsets (pre-mix, post-mix) and Sinkhorn rounds. */
+#define MHC_HOME_PRE 4.0f
+#define MHC_AWAY_PRE -4.0f
+#define MHC_HOME_POST 0.0f
+#define MHC_AWAY_POST -4.0f
+#define MHC_SINKHORN_ITERS 20
+
+static float sigmoid_scalar(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* cos|sin of the rotate-half RoPE at one position, computed the way a float32
  * reference does (frequencies and angles rounded to float). */
@@ -53,6 +63,7 @@ static int token_at(const nd_state *s, const int *tokens, int p0, int p)
 static void engram_chunk(nd_state *s, const int *tokens, int T)
 {
     const nd_model *m = s->m;
+    const nd_backend *be = m->be;
     const nd_weights *w = &m->weights;
     const nd_config *c = &w->cfg;
     int d = c->d_model, sub = c->engram_sub, he = c->engram_heads_eff, NT = c->num_tables;
@@ -67,11 +78,11 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
             for (int k = 0; k < NT; k++) {
                 int order = c->engram_orders[k / he];
                 if (p0 + t < order - 1) {
-                    memset(e + k * sub, 0, sizeof(float) * (size_t)sub);
+                    be->ops.zero(be, e + k * sub, sizeof(float) * (size_t)sub);
                     continue;
                 }
                 int row = k * c->engram_slots + (int)(engram_hash(k, order, back) % (uint32_t)c->engram_slots);
-                m->be->gather_rows(&S->tables, &row, 1, e + k * sub);
+                be->ops.gather_rows(be, &S->tables, &row, 1, e + k * sub);
             }
         }
         float *kk = s->eng_k + (size_t)si * s->max_chunk * d, *vv = s->eng_v + (size_t)si * s->max_chunk * d;
@@ -79,26 +90,24 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
             const nd_matrix *mats[2] = {&S->key_proj, &S->value_proj};
             float *outs[2] = {kk, s->eng_raw};
             int lds[2] = {d, d};
-            m->be->matmul_multi(m->pool, 2, mats, s->eng_e, T, ew, outs, lds, s->work);
+            be->ops.matmul_multi(be, 2, mats, s->eng_e, T, ew, outs, lds, s->work);
         }
         /* v'_t = sum_j taps_j * v_{t - j D} [t >= j D] */
         float *vh = s->v_hist + (size_t)si * s->vhist_len * d;
         for (int t = 0; t < T; t++) {
             int p = p0 + t;
-            float *out = vv + (size_t)t * d;
-            memset(out, 0, sizeof(float) * (size_t)d);
+            const float *src[ND_ENGRAM_TAPS];
             for (int j = 0; j < ND_ENGRAM_TAPS; j++) {
                 int q = p - j * D;
-                if (q < 0) break;
-                const float *src = q >= p0 ? s->eng_raw + (size_t)(q - p0) * d : vh + (size_t)(q % s->vhist_len) * d;
-                const float *tap = S->taps + (size_t)j * d;
-                for (int i = 0; i < d; i++) out[i] += tap[i] * src[i];
+                src[j] = q < 0 ? NULL : q >= p0 ? s->eng_raw + (size_t)(q - p0) * d : vh + (size_t)(q % s->vhist_len) * d;
             }
+            be->ops.engram_taps(be, S->taps, ND_ENGRAM_TAPS, src, d, vv + (size_t)t * d);
         }
         /* keep the raw values the next chunks' taps will reach back to */
         int from = T > s->vhist_len ? T - s->vhist_len : 0;
         for (int t = from; t < T; t++)
-            memcpy(vh + (size_t)((p0 + t) % s->vhist_len) * d, s->eng_raw + (size_t)t * d, sizeof(float) * (size_t)d);
+            be->ops.copy(be, vh + (size_t)((p0 + t) % s->vhist_len) * d, s->eng_raw + (size_t)t * d,
+                         sizeof(float) * (size_t)d);
     }
 }
 
@@ -119,19 +128,19 @@ static void block(nd_state *s, int l, int T)
     int d = c->d_model, H = c->num_heads, KVH = c->num_kv_heads, hd = c->head_dim;
     int A = H * hd, KV = c->kv_dim, NH = c->hada_n;
 
-    for (int t = 0; t < T; t++) be->rmsnorm(s->b + (size_t)t * d, d, L->norm_in, s->h + (size_t)t * d);
+    be->ops.rmsnorm(be, s->b, d, T, L->norm_in, s->h);
     {
         const nd_matrix *mats[4] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->gate_proj};
         float *outs[4] = {s->q, s->k, s->v, s->g};
         int lds[4] = {A, KV, KV, A};
-        be->matmul_multi(m->pool, 4, mats, s->h, T, d, outs, lds, s->work);
+        be->ops.matmul_multi(be, 4, mats, s->h, T, d, outs, lds, s->work);
     }
     for (int t = 0; t < T; t++) {
         float *q = s->q + (size_t)t * A, *k = s->k + (size_t)t * KV;
-        for (int j = 0; j < H; j++) be->rmsnorm(q + j * hd, hd, L->q_norm, q + j * hd);
-        for (int j = 0; j < KVH; j++) be->rmsnorm(k + j * hd, hd, L->k_norm, k + j * hd);
-        be->rope(q, H, hd, s->rope_cs + (size_t)t * hd);
-        be->rope(k, KVH, hd, s->rope_cs + (size_t)t * hd);
+        be->ops.rmsnorm(be, q, hd, H, L->q_norm, q);
+        be->ops.rmsnorm(be, k, hd, KVH, L->k_norm, k);
+        be->ops.rope(be, q, H, hd, s->rope_cs + (size_t)t * hd);
+        be->ops.rope(be, k, KVH, hd, s->rope_cs + (size_t)t * hd);
     }
     nd_attn_args a = {
         .T = T, .pos0 = s->pos, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd,
@@ -145,47 +154,29 @@ static void block(nd_state *s, int l, int T)
     } else {
         a.k_cache = s->k_cache + layer_off, a.v_cache = s->v_cache + layer_off;
     }
-    be->attention(m->pool, &a, s->work);
+    be->ops.attention(be, &a, s->work);
     /* the chunk's keys join this layer's cache (positions are published after all layers) */
     for (int t = 0; t < T; t++) {
         size_t slot = (size_t)nd_state_slot_of(s, s->pos + t);
         if (s->kv_bits == 8) {
             size_t g = (size_t)(KV / ND_KV_GROUP);
-            be->quantize_kv(s->k + (size_t)t * KV, KV, s->k_cache8 + layer_off + slot * KV, s->k_scale + scale_off + slot * g);
-            be->quantize_kv(s->v + (size_t)t * KV, KV, s->v_cache8 + layer_off + slot * KV, s->v_scale + scale_off + slot * g);
+            be->ops.quantize_kv(be, s->k + (size_t)t * KV, KV, s->k_cache8 + layer_off + slot * KV, s->k_scale + scale_off + slot * g);
+            be->ops.quantize_kv(be, s->v + (size_t)t * KV, KV, s->v_cache8 + layer_off + slot * KV, s->v_scale + scale_off + slot * g);
         } else {
-            memcpy(s->k_cache + layer_off + slot * KV, s->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
-            memcpy(s->v_cache + layer_off + slot * KV, s->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
+            be->ops.copy(be, s->k_cache + layer_off + slot * KV, s->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
+            be->ops.copy(be, s->v_cache + layer_off + slot * KV, s->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
         }
     }
-    {
-        size_t i = 0, nga = (size_t)T * A;
-        for (; i + ND_VW <= nga; i += ND_VW)
-            ndv_store(s->att + i, ndv_mul(ndv_load(s->att + i), ndv_sigmoid(ndv_load(s->g + i))));
-        for (; i < nga; i++) s->att[i] *= nd_sigmoidf(s->g[i]);
-    }
-    be->matmul(m->pool, &L->out_proj, s->att, T, A, s->o, d, s->work);
+    be->ops.sigmoid_gate(be, s->att, s->g, (size_t)T * A);
+    be->ops.matmul(be, &L->out_proj, s->att, T, A, s->o, d, s->work);
 
-    float gate = nd_sigmoidf(L->attn_gate);
-    for (int t = 0; t < T; t++) {
-        float *o = s->o + (size_t)t * d, *b = s->b + (size_t)t * d;
-        be->rmsnorm(o, d, L->post_attn_norm, o);
-        nd_simd_axpy(b, gate, o, d);
-        /* HadamardMLP(ZCRMS(b; pre_hada_norm)) */
-        float *z = s->mlp;
-        be->rmsnorm(b, d, L->pre_hada_norm, z);
-        for (int i = d; i < NH; i++) z[i] = 0.0f;
-        int i = 0;
-        for (; i + ND_VW <= NH; i += ND_VW) ndv_store(z + i, ndv_mul(ndv_load(z + i), ndv_load(L->d1 + i)));
-        for (; i < NH; i++) z[i] *= L->d1[i];
-        be->hadamard(z, NH);
-        for (i = 0; i + ND_VW <= NH; i += ND_VW) ndv_store(z + i, ndv_silu(ndv_mul(ndv_load(L->d2 + i), ndv_load(z + i))));
-        for (; i < NH; i++) z[i] = nd_siluf(L->d2[i] * z[i]);
-        be->hadamard(z, NH);
-        for (i = 0; i + ND_VW <= d; i += ND_VW)
-            ndv_store(b + i, ndv_fma(ndv_load(L->d3 + i), ndv_load(z + i), ndv_load(b + i)));
-        for (; i < d; i++) b[i] += L->d3[i] * z[i];
-    }
+    float gate = sigmoid_scalar(L->attn_gate); /* a parameter, not an activation */
+    be->ops.rmsnorm(be, s->o, d, T, L->post_attn_norm, s->o);
+    for (int t = 0; t < T; t++) be->ops.axpy(be, s->b + (size_t)t * d, gate, s->o + (size_t)t * d, d);
+    /* b += HadamardMLP(ZCRMS(b; pre_hada_norm)) */
+    nd_hada_mlp_args mlp = {.T = T, .d = d, .hada_n = NH, .norm = L->pre_hada_norm, .d1 = L->d1, .d2 = L->d2,
+                            .d3 = L->d3, .b = s->b, .z = s->mlp};
+    be->ops.hada_mlp(be, &mlp);
 }
 
 /* One chunk of at most max_chunk tokens. */
@@ -197,72 +188,50 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     const nd_weights *w = &m->weights;
     const nd_config *c = &w->cfg;
     int d = c->d_model, n = c->mhc_lanes, L = c->num_layers, nd_ = n * d;
-    float sqrt_d = sqrtf((float)d), inv_sqrt_d = 1.0f / sqrtf((float)d);
+    float sqrt_d = sqrtf((float)d);
 
     for (int t = 0; t < T; t++) rope_table(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
-    be->gather_rows(&w->embedding, tokens, T, s->x0);
+    be->ops.gather_rows(be, &w->embedding, tokens, T, s->x0);
+    be->ops.scale(be, s->x0, T * d, sqrt_d);
     for (int t = 0; t < T; t++) {
         float *x0 = s->x0 + (size_t)t * d;
-        for (int i = 0; i < d; i++) x0[i] *= sqrt_d;
-        for (int lane = 0; lane < n; lane++) memcpy(s->X + (size_t)t * nd_ + lane * d, x0, sizeof(float) * (size_t)d);
-        if (cells) memcpy(cells + (size_t)t * (L + 1) * d, x0, sizeof(float) * (size_t)d);
+        for (int lane = 0; lane < n; lane++) be->ops.copy(be, s->X + (size_t)t * nd_ + lane * d, x0, sizeof(float) * (size_t)d);
+        if (cells) be->ops.copy(be, cells + (size_t)t * (L + 1) * d, x0, sizeof(float) * (size_t)d);
     }
     if (c->num_sites > 0) engram_chunk(s, tokens, T);
 
     for (int l = 0; l < L; l++) {
         const nd_layer_weights *LW = &w->layers[l];
         int home = l % n, site = site_index(c, l);
-        for (int t = 0; t < T; t++) be->rmsnorm(s->X + (size_t)t * nd_, nd_, NULL, s->xh + (size_t)t * nd_);
+        float off_pre[16], off_post[16];
+        for (int i = 0; i < n; i++) {
+            off_pre[i] = i == home ? MHC_HOME_PRE : MHC_AWAY_PRE;
+            off_post[i] = i == home ? MHC_HOME_POST : MHC_AWAY_POST;
+        }
+        nd_mhc_args mhc = {.T = T, .n = n, .d = d, .X = s->X, .phi_pre = s->phi_pre, .phi_post = s->phi_post,
+                           .phi_res = s->phi_res, .a_pre = LW->a_pre, .a_post = LW->a_post, .a_res = LW->a_res,
+                           .b_pre = LW->b_pre, .off_pre = off_pre, .b_post = LW->b_post, .off_post = off_post,
+                           .b_res = LW->b_res, .sinkhorn_iters = MHC_SINKHORN_ITERS, .u = s->u, .y = s->b,
+                           .scratch = s->xh /* free again once the maps are computed */};
+        be->ops.rmsnorm(be, s->X, nd_, T, NULL, s->xh);
         {
             const nd_matrix *mats[3] = {&LW->phi_pre, &LW->phi_post, &LW->phi_res};
             float *outs[3] = {s->phi_pre, s->phi_post, s->phi_res};
             int lds[3] = {n, n, n * n};
-            be->matmul_multi(m->pool, 3, mats, s->xh, T, nd_, outs, lds, s->work);
+            be->ops.matmul_multi(be, 3, mats, s->xh, T, nd_, outs, lds, s->work);
         }
-        for (int t = 0; t < T; t++) {
-            const float *X = s->X + (size_t)t * nd_;
-            float *u = s->u + (size_t)t * d, *b = s->b + (size_t)t * d;
-            memset(u, 0, sizeof(float) * (size_t)d);
-            for (int i = 0; i < n; i++) {
-                float p = nd_sigmoidf(LW->a_pre * s->phi_pre[t * n + i] + LW->b_pre[i] + (i == home ? 4.0f : -4.0f));
-                nd_simd_axpy(u, p, X + (size_t)i * d, d);
-            }
-            memcpy(b, u, sizeof(float) * (size_t)d);
-            if (site >= 0) {
+        be->ops.mhc_pre(be, &mhc);
+        be->ops.copy(be, s->b, s->u, sizeof(float) * (size_t)T * d);
+        if (site >= 0)
+            for (int t = 0; t < T; t++) {
                 const float *kt = s->eng_k + ((size_t)site * s->max_chunk + t) * d;
                 const float *vt = s->eng_v + ((size_t)site * s->max_chunk + t) * d;
                 float *un = s->o + (size_t)t * d, *kn = s->h + (size_t)t * d; /* free until block() */
-                be->rmsnorm(u, d, NULL, un);
-                be->rmsnorm(kt, d, NULL, kn);
-                float gate = nd_sigmoidf(nd_cpu_dot(un, kn, d) * inv_sqrt_d);
-                nd_simd_axpy(b, gate, vt, d);
+                be->ops.engram_gate(be, s->u + (size_t)t * d, kt, vt, d, s->b + (size_t)t * d, un, kn);
             }
-        }
         block(s, l, T);
-        for (int t = 0; t < T; t++) {
-            float *X = s->X + (size_t)t * nd_, *u = s->u + (size_t)t * d, *y = s->b + (size_t)t * d;
-            nd_simd_axpy(y, -1.0f, u, d);
-            float qv[16], P[256], *newX = s->xh + (size_t)t * nd_; /* xh is free again */
-            for (int i = 0; i < n; i++)
-                qv[i] = 2.0f * nd_sigmoidf(LW->a_post * s->phi_post[t * n + i] + LW->b_post[i] + (i == home ? 0.0f : -4.0f));
-            for (int ij = 0; ij < n * n; ij++) P[ij] = LW->a_res * s->phi_res[t * n * n + ij] + LW->b_res[ij];
-            be->sinkhorn(P, n, 20);
-            for (int i = 0; i < n; i++) {
-                float *xi = newX + i * d;
-                memset(xi, 0, sizeof(float) * (size_t)d);
-                nd_simd_axpy(xi, qv[i], y, d); /* 0 + q*y: the same bits as q*y */
-                for (int j = 0; j < n; j++) nd_simd_axpy(xi, P[i * n + j], X + j * d, d);
-            }
-            memcpy(X, newX, sizeof(float) * (size_t)nd_);
-            if (cells) {
-                float *cell = cells + ((size_t)t * (L + 1) + l + 1) * d;
-                for (int k = 0; k < d; k++) {
-                    float acc = 0.0f;
-                    for (int i = 0; i < n; i++) acc += X[i * d + k];
-                    cell[k] = acc / (float)n;
-                }
-            }
-        }
+        be->ops.mhc_mix(be, &mhc);
+        if (cells) be->ops.lane_mean(be, s->X, T, n, d, cells + (size_t)(l + 1) * d, (size_t)(L + 1) * d);
     }
 
     /* publish the chunk's positions in the cache and the token history */
@@ -275,17 +244,13 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     int nw = 0;
     for (int t = 0; t < T; t++) {
         if (want ? !want[t] : !(want_last && t == T - 1)) continue;
-        const float *X = s->X + (size_t)t * nd_;
-        float *f = s->fin + (size_t)nw * d;
-        for (int k = 0; k < d; k++) {
-            float acc = 0.0f;
-            for (int i = 0; i < n; i++) acc += X[i * d + k];
-            f[k] = acc / (float)n;
-        }
-        be->rmsnorm(f, d, w->final_norm, f);
+        be->ops.lane_mean(be, s->X + (size_t)t * nd_, 1, n, d, s->fin + (size_t)nw * d, (size_t)d);
         nw++;
     }
-    if (nw > 0) be->matmul(m->pool, &w->embedding, s->fin, nw, d, logits, c->vocab_size, s->work);
+    if (nw > 0) {
+        be->ops.rmsnorm(be, s->fin, d, nw, w->final_norm, s->fin);
+        be->ops.matmul(be, &w->embedding, s->fin, nw, d, logits, c->vocab_size, s->work);
+    }
 }
 
 int nd_state_eval(nd_state *s, const int *tokens, int T, const uint8_t *want, float *logits, float *cells,

@@ -3,34 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h" /* nd_cpu_dot */
 #include "core/error.h"
 #include "model/heads.h"
 
-int nd_head_pool(const nd_head_weights *h, int d, const float *cells, int n_cells, float *pooled, needle_error *err)
+int nd_head_pool(const nd_model *m, const nd_head_weights *h, const float *cells, int n_cells, float *pooled,
+                 needle_error *err)
 {
     if (!h->present) return nd_errorf(err, NEEDLE_EUNSUPPORTED, "heads: this model file has no such head");
     if (n_cells <= 0) return nd_errorf(err, NEEDLE_EINVAL, "heads: no cells to pool");
     float *wts = malloc(sizeof(float) * (size_t)n_cells);
     if (!wts) return nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
-    float inv_sqrt_d = 1.0f / sqrtf((float)d);
-    for (int k = 0; k < h->num_probes; k++) {
-        const float *probe = h->probes + (size_t)k * d;
-        float mx = -INFINITY;
-        for (int c = 0; c < n_cells; c++) {
-            wts[c] = nd_cpu_dot(cells + (size_t)c * d, probe, d) * inv_sqrt_d;
-            if (wts[c] > mx) mx = wts[c];
-        }
-        double sum = 0.0;
-        for (int c = 0; c < n_cells; c++) sum += (wts[c] = expf(wts[c] - mx));
-        float *out = pooled + (size_t)k * d;
-        memset(out, 0, sizeof(float) * (size_t)d);
-        for (int c = 0; c < n_cells; c++) {
-            float wc = (float)(wts[c] / sum);
-            const float *cell = cells + (size_t)c * d;
-            for (int i = 0; i < d; i++) out[i] += wc * cell[i];
-        }
-    }
+    m->be->ops.head_pool(m->be, h->probes, h->num_probes, m->weights.cfg.d_model, cells, n_cells, pooled, wts);
     free(wts);
     return 0;
 }
@@ -45,12 +28,12 @@ static int head_apply(const nd_model *m, const nd_head_weights *h, const float *
     if (h->proj.cols != (int)pd || h->proj.rows != h->out_dim)
         return nd_errorf(err, NEEDLE_EFORMAT, "heads: projection is [%d,%d], expected [%d,%zu]", h->proj.rows,
                          h->proj.cols, h->out_dim, pd);
-    size_t wk = m->be->matmul_work_floats(&h->proj, 1, nd_threadpool_threads(m->pool));
+    size_t wk = m->be->ops.matmul_work_floats(m->be, &h->proj, 1);
     float *pooled = malloc(sizeof(float) * (pd + wk + 16));
     if (!pooled) return nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
-    int rc = nd_head_pool(h, d, cells, n_cells, pooled, err);
+    int rc = nd_head_pool(m, h, cells, n_cells, pooled, err);
     if (rc == 0) {
-        m->be->matmul(m->pool, &h->proj, pooled, 1, (int)pd, out, h->out_dim, pooled + pd);
+        m->be->ops.matmul(m->be, &h->proj, pooled, 1, (int)pd, out, h->out_dim, pooled + pd);
         if (h->bias)
             for (int i = 0; i < h->out_dim; i++) out[i] += h->bias[i];
     }

@@ -10,7 +10,8 @@
 #include "model/model.h"
 
 /* pooled[P*d] for head h; NEEDLE_ENOMEM possible (scratch of n_cells floats). */
-int nd_head_pool(const nd_head_weights *h, int d, const float *cells, int n_cells, float *pooled, needle_error *err);
+int nd_head_pool(const nd_model *m, const nd_head_weights *h, const float *cells, int n_cells, float *pooled,
+                 needle_error *err);
 
 /* Confidence logit = pooled . W + bias; probability = sigmoid(logit). */
 int nd_head_confidence(const nd_model *m, const float *cells, int n_cells, float *logit, needle_error *err);

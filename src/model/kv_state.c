@@ -1,6 +1,6 @@
 /* kv_state.c - creating, resetting and sizing a session (nd_state).
- * Everything a session needs is one allocation made here; nd_state_eval
- * allocates nothing. */
+ * Everything a session needs is one allocation made here, from the model's
+ * backend; nd_state_eval allocates nothing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +20,8 @@ static size_t work_needed(const nd_model *m, int C, int slots)
 {
     const nd_weights *w = &m->weights;
     const nd_backend *be = m->be;
-    int th = nd_threadpool_threads(m->pool);
-    size_t mx = be->matmul_work_floats(&w->embedding, C, th);
-#define TAKE(mat) do { size_t z = be->matmul_work_floats((mat), C, th); if (z > mx) mx = z; } while (0)
+    size_t mx = be->ops.matmul_work_floats(be, &w->embedding, C);
+#define TAKE(mat) do { size_t z = be->ops.matmul_work_floats(be, (mat), C); if (z > mx) mx = z; } while (0)
     for (int l = 0; l < w->cfg.num_layers; l++) {
         const nd_layer_weights *L = &w->layers[l];
         TAKE(&L->q_proj); TAKE(&L->k_proj); TAKE(&L->v_proj); TAKE(&L->gate_proj); TAKE(&L->out_proj);
@@ -33,7 +32,7 @@ static size_t work_needed(const nd_model *m, int C, int slots)
     const nd_config *c = &w->cfg;
     nd_attn_args a = {.T = C, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
                       .head_dim = c->head_dim, .cache_slots = slots};
-    size_t z = be->attention_work_floats(&a, th);
+    size_t z = be->ops.attention_work_floats(be, &a);
     return z > mx ? z : mx;
 }
 
@@ -108,7 +107,10 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i].n * parts[i].size + 63) & ~(size_t)63;
-    s->block = aligned_alloc(64, total);
+    /* the backend's memory, so a device backend can keep the cache and the
+     * activations resident (ND_OP_BUFFERS; the host also reads the
+     * bookkeeping ints in it, so such memory must be host-addressable) */
+    s->block = nd_backend_alloc(m->be, total);
     if (!s->block) {
         free(s);
         return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory (%zu bytes)", total);
@@ -127,7 +129,7 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
 void nd_state_free(nd_state *s)
 {
     if (!s) return;
-    free(s->block);
+    nd_backend_release(s->m->be, s->block);
     free(s);
 }
 

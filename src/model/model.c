@@ -46,7 +46,7 @@ static int dequantize_all(nd_model *m, needle_error *err)
     for (int i = 0; i < n; i++) {
         nd_matrix *mt = mats[i];
         if (mt->kind != ND_MAT_CQ) continue;
-        for (int r = 0; r < mt->rows; r++) m->be->gather_rows(mt, &r, 1, p + (size_t)r * (size_t)mt->cols);
+        for (int r = 0; r < mt->rows; r++) m->be->ops.gather_rows(m->be, mt, &r, 1, p + (size_t)r * (size_t)mt->cols);
         nd_matrix f = {.kind = ND_MAT_F32, .rows = mt->rows, .cols = mt->cols, .f32 = p};
         *mt = f;
         p += (size_t)mt->rows * (size_t)mt->cols;
@@ -134,7 +134,8 @@ int nd_model_create(const nd_weights *w, const nd_model_options *opt, nd_model *
     nd_model *m = calloc(1, sizeof *m);
     if (!m) return nd_errorf(err, NEEDLE_ENOMEM, "model: out of memory");
     m->weights = *w;
-    rc = nd_backend_select(opt->backend, &m->be, &m->backend_why, err);
+    const nd_backend_entry *be_entry = NULL;
+    rc = nd_backend_select(opt->backend, &be_entry, &m->backend_why, err);
     if (rc) { free(m); return rc; }
     /* the model's own layer array, so the float path can swap matrices
      * without touching the loaded weights */
@@ -143,8 +144,9 @@ int nd_model_create(const nd_weights *w, const nd_model_options *opt, nd_model *
     memcpy(m->layers_copy, w->layers, sizeof(nd_layer_weights) * (size_t)w->cfg.num_layers);
     m->weights.layers = m->layers_copy;
     m->default_window = w->file_kv_window > 0 ? w->file_kv_window : nd_config_effective_window(&w->cfg);
-    if (opt->dequantize && (rc = dequantize_all(m, err)) != 0) { nd_model_free(m); return rc; }
     if ((rc = nd_threadpool_create(opt->threads, &m->pool, err)) != 0) { nd_model_free(m); return rc; }
+    if ((rc = nd_backend_create(be_entry, m->pool, &m->be, err)) != 0) { nd_model_free(m); return rc; }
+    if (opt->dequantize && (rc = dequantize_all(m, err)) != 0) { nd_model_free(m); return rc; }
     *out = m;
     return 0;
 }
@@ -165,6 +167,7 @@ int nd_model_open(const char *path, const nd_model_options *opt, nd_model **out,
 void nd_model_free(nd_model *m)
 {
     if (!m) return;
+    nd_backend_free(m->be);
     nd_threadpool_free(m->pool);
     free(m->dequant_block);
     free(m->layers_copy);

@@ -34,7 +34,7 @@ typedef struct nd_model {
     int owns_loaded;
     nd_layer_weights *layers_copy; /* the copy's own layer array */
     float *dequant_block;          /* the F32 matrices of the float path */
-    const nd_backend *be;
+    nd_backend *be;       /* the backend instance every op of the forward pass goes through */
     const char *backend_why;
     nd_threadpool *pool;
     int default_window; /* the .cact header's kv_window, else the config's effective window */

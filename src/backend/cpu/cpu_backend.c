@@ -1,67 +1,198 @@
-/* cpu_backend.c - the CPU op table and the backend registry. */
+/* cpu_backend.c - the CPU op table: thin adapters from the seam's signatures
+ * (an instance first) to the kernels of cpu_ops.h, and the registry entry.
+ * The CPU implements every op; its instance needs no state beyond the
+ * thread pool the seam already carries. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cuda/cuda_backend.h" /* NULL stubs unless built with CUDA=1 */
-#include "core/error.h"
 
-static const nd_backend cpu_backend = {
-    .name = "cpu",
-    .description = "portable C with AVX-512/AVX2+FMA kernels where compiled in",
-    .matmul = nd_cpu_matmul,
-    .matmul_work_floats = nd_cpu_matmul_work_floats,
-    .matmul_multi = nd_cpu_matmul_multi,
-    .gather_rows = nd_cpu_gather_rows,
-    .rmsnorm = nd_cpu_rmsnorm,
-    .rope = nd_cpu_rope,
-    .hadamard = nd_cpu_hadamard,
-    .attention = nd_cpu_attention,
-    .attention_work_floats = nd_cpu_attention_work_floats,
-    .sinkhorn = nd_cpu_sinkhorn,
-    .quantize_kv = nd_cpu_quantize_kv,
+static int cpu_supports(const nd_backend *be, nd_op op)
+{
+    (void)be;
+    return op >= 0 && op < ND_OP_COUNT;
+}
+
+static void *cpu_alloc(const nd_backend *be, size_t bytes)
+{
+    (void)be;
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static void cpu_free(const nd_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_matmul(const nd_backend *be, const nd_matrix *w, const float *x, int T, int ldx, float *y, int ldy,
+                       float *work)
+{
+    nd_cpu_matmul(be->pool, w, x, T, ldx, y, ldy, work);
+}
+
+static size_t cpu_matmul_work_floats(const nd_backend *be, const nd_matrix *w, int T)
+{
+    return nd_cpu_matmul_work_floats(w, T, nd_threadpool_threads(be->pool));
+}
+
+static void cpu_matmul_multi(const nd_backend *be, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                             float *const *y, const int *ldy, float *work)
+{
+    nd_cpu_matmul_multi(be->pool, n, w, x, T, ldx, y, ldy, work);
+}
+
+static void cpu_gather_rows(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out)
+{
+    (void)be;
+    nd_cpu_gather_rows(w, rows, n, out);
+}
+
+static void cpu_rmsnorm(const nd_backend *be, const float *x, int n, int count, const float *scale, float *out)
+{
+    (void)be;
+    for (int i = 0; i < count; i++) nd_cpu_rmsnorm(x + (size_t)i * n, n, scale, out + (size_t)i * n);
+}
+
+static void cpu_rope(const nd_backend *be, float *x, int heads, int head_dim, const float *cs)
+{
+    (void)be;
+    nd_cpu_rope(x, heads, head_dim, cs);
+}
+
+static void cpu_hadamard(const nd_backend *be, float *x, int n)
+{
+    (void)be;
+    nd_cpu_hadamard(x, n);
+}
+
+static void cpu_attention(const nd_backend *be, const nd_attn_args *a, float *work)
+{
+    nd_cpu_attention(be->pool, a, work);
+}
+
+static size_t cpu_attention_work_floats(const nd_backend *be, const nd_attn_args *a)
+{
+    return nd_cpu_attention_work_floats(a, nd_threadpool_threads(be->pool));
+}
+
+static void cpu_sinkhorn(const nd_backend *be, float *m, int n, int iters)
+{
+    (void)be;
+    nd_cpu_sinkhorn(m, n, iters);
+}
+
+static void cpu_quantize_kv(const nd_backend *be, const float *x, int n, int8_t *q, float *scale)
+{
+    (void)be;
+    nd_cpu_quantize_kv(x, n, q, scale);
+}
+
+static void cpu_copy(const nd_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    nd_cpu_copy(dst, src, bytes);
+}
+
+static void cpu_zero(const nd_backend *be, void *dst, size_t bytes)
+{
+    (void)be;
+    nd_cpu_zero(dst, bytes);
+}
+
+static void cpu_scale(const nd_backend *be, float *x, int n, float a)
+{
+    (void)be;
+    nd_cpu_scale(x, n, a);
+}
+
+static void cpu_axpy(const nd_backend *be, float *y, float a, const float *x, int n)
+{
+    (void)be;
+    nd_cpu_axpy(y, a, x, n);
+}
+
+static void cpu_sigmoid_gate(const nd_backend *be, float *x, const float *g, size_t n)
+{
+    (void)be;
+    nd_cpu_sigmoid_gate(x, g, n);
+}
+
+static void cpu_hada_mlp(const nd_backend *be, const nd_hada_mlp_args *a)
+{
+    (void)be;
+    nd_cpu_hada_mlp(a);
+}
+
+static void cpu_mhc_pre(const nd_backend *be, const nd_mhc_args *a)
+{
+    (void)be;
+    nd_cpu_mhc_pre(a);
+}
+
+static void cpu_mhc_mix(const nd_backend *be, const nd_mhc_args *a)
+{
+    (void)be;
+    nd_cpu_mhc_mix(a);
+}
+
+static void cpu_engram_taps(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
+                            float *out)
+{
+    (void)be;
+    nd_cpu_engram_taps(taps, ntaps, src, d, out);
+}
+
+static void cpu_engram_gate(const nd_backend *be, const float *u, const float *k, const float *v, int d, float *b,
+                            float *un, float *kn)
+{
+    (void)be;
+    nd_cpu_engram_gate(u, k, v, d, b, un, kn);
+}
+
+static void cpu_lane_mean(const nd_backend *be, const float *X, int T, int n, int d, float *out, size_t ld)
+{
+    (void)be;
+    nd_cpu_lane_mean(X, T, n, d, out, ld);
+}
+
+static void cpu_head_pool(const nd_backend *be, const float *probes, int num_probes, int d, const float *cells,
+                          int n_cells, float *pooled, float *wts)
+{
+    (void)be;
+    nd_cpu_head_pool(probes, num_probes, d, cells, n_cells, pooled, wts);
+}
+
+static const nd_backend_ops cpu_ops = {
+    .supports_op = cpu_supports,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .matmul = cpu_matmul,
+    .matmul_work_floats = cpu_matmul_work_floats,
+    .matmul_multi = cpu_matmul_multi,
+    .gather_rows = cpu_gather_rows,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .hadamard = cpu_hadamard,
+    .attention = cpu_attention,
+    .attention_work_floats = cpu_attention_work_floats,
+    .sinkhorn = cpu_sinkhorn,
+    .quantize_kv = cpu_quantize_kv,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .scale = cpu_scale,
+    .axpy = cpu_axpy,
+    .sigmoid_gate = cpu_sigmoid_gate,
+    .hada_mlp = cpu_hada_mlp,
+    .mhc_pre = cpu_mhc_pre,
+    .mhc_mix = cpu_mhc_mix,
+    .engram_taps = cpu_engram_taps,
+    .engram_gate = cpu_engram_gate,
+    .lane_mean = cpu_lane_mean,
+    .head_pool = cpu_head_pool,
 };
 
-const nd_backend *nd_backend_cpu(void) { return &cpu_backend; }
-
-int nd_backend_list(const nd_backend **out, int max)
-{
-    int n = 0;
-    if (max > n) out[n++] = &cpu_backend;
-    const nd_backend *gpu = nd_backend_cuda(); /* listed only when a device is usable */
-    if (gpu && max > n) out[n++] = gpu;
-    return n;
-}
-
-int nd_backend_select(const char *name, const nd_backend **out, const char **why, needle_error *err)
-{
-    const char *reason = "requested by the caller";
-    if (!name || !*name) {
-        name = getenv("NEEDLE_BACKEND");
-        reason = "NEEDLE_BACKEND is set";
-    }
-    if (name && !strcmp(name, "cpu")) { /* never probe a GPU (driver start-up costs) when the CPU is asked for */
-        *out = &cpu_backend;
-        if (why) *why = reason;
-        return 0;
-    }
-    if ((!name || !*name) && (*out = nd_backend_cuda_auto(why)) != NULL) return 0;
-    if (!name || !*name) {
-        *out = &cpu_backend;
-        if (why) *why = nd_backend_cuda_compiled() ? "no usable CUDA device: automatic fallback to the CPU"
-                                                    : "the only backend built in (default)";
-        return 0;
-    }
-    const nd_backend *all[8];
-    int n = nd_backend_list(all, 8);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(all[i]->name, name)) {
-            *out = all[i];
-            if (why) *why = reason;
-            return 0;
-        }
-    *out = NULL;
-    if (!strcmp(name, "cuda")) /* explicit: an error, never a silent fallback */
-        return nd_errorf(err, NEEDLE_EBACKEND, "backend 'cuda' is unavailable: %s", nd_backend_cuda_unavailable_reason());
-    return nd_errorf(err, NEEDLE_EBACKEND, "backend '%s' is not built in (available: cpu)", name);
-}
+const nd_backend_entry nd_backend_entry_cpu = {
+    .name = "cpu",
+    .description = "portable C with AVX-512/AVX2+FMA kernels where compiled in",
+    .ops = &cpu_ops,
+};

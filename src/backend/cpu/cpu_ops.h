@@ -1,6 +1,7 @@
 /* cpu_ops.h - the CPU backend's kernels, exposed so tests can hold each one
  * against a naive reference (tests/test_ops.c).  The op table in
- * cpu_backend.c points at these. */
+ * cpu_backend.c wraps these; nothing outside src/backend/cpu/ includes this
+ * header (tools/check_layers.sh). */
 #ifndef ND_CPU_OPS_H
 #define ND_CPU_OPS_H
 
@@ -42,6 +43,21 @@ void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work);
 size_t nd_cpu_attention_work_floats(const nd_attn_args *a, int threads);
 void nd_cpu_sinkhorn(float *m, int n, int iters);
 void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale);
+
+/* the per-token layer ops (cpu_layer.c) */
+void nd_cpu_copy(void *dst, const void *src, size_t bytes);
+void nd_cpu_zero(void *dst, size_t bytes);
+void nd_cpu_scale(float *x, int n, float a);
+void nd_cpu_axpy(float *y, float a, const float *x, int n);
+void nd_cpu_sigmoid_gate(float *x, const float *g, size_t n);
+void nd_cpu_hada_mlp(const nd_hada_mlp_args *a);
+void nd_cpu_mhc_pre(const nd_mhc_args *a);
+void nd_cpu_mhc_mix(const nd_mhc_args *a);
+void nd_cpu_engram_taps(const float *taps, int ntaps, const float *const *src, int d, float *out);
+void nd_cpu_engram_gate(const float *u, const float *k, const float *v, int d, float *b, float *un, float *kn);
+void nd_cpu_lane_mean(const float *X, int T, int n, int d, float *out, size_t ld);
+void nd_cpu_head_pool(const float *probes, int num_probes, int d, const float *cells, int n_cells, float *pooled,
+                      float *wts);
 
 static inline float nd_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float nd_siluf(float x) { return x / (1.0f + expf(-x)); }

@@ -1,26 +1,28 @@
-/* cuda_backend.c - the CUDA op table (built only with CUDA=1): which op runs
- * where, the one-time device probe, and the selection helpers.
+/* cuda_backend.c - the CUDA op table and its registry entry (built only with
+ * CUDA=1): which op runs where, and the one-time device probe.
  *
  * The seam passes host pointers, so an op run on the GPU pays a round trip
  * (~10-20 us of launch, copies and synchronisation).  Ops whose work is
  * smaller than that round trip run on the host with the CPU kernels, where
  * the data already is: one-vector norms, RoPE, Walsh-Hadamard and the 4x4
- * Sinkhorn of a decode step, int8 KV-cache quantisation, and small matmuls / attentions.  Big work (any
+ * Sinkhorn of a decode step, int8 KV-cache quantisation, and small matmuls / attentions, through the
+ * instance's host table (the CPU's ops; this file names no other backend).  Big work (any
  * matmul over ND_CUDA_MIN_MACS, prefill attention, embedding gathers) runs
  * on the device.  NEEDLE_CUDA_OFFLOAD=all sends every op to the device (the
- * op tests use it, so every kernel is held against the CPU).
+ * op tests use it, so every kernel is held against the CPU).  The layer ops
+ * (hada_mlp, mhc_pre/mix, engram, lane_mean, head_pool, ...) and backend-owned
+ * buffers are not implemented on the device yet: supports_op says no, and the
+ * registry gives the instance the CPU's ops for them.
  *
  * Any CUDA failure during an op (out of memory, a lost device) makes that
  * call compute on the CPU instead, with one line on stderr the first time:
  * a result is never left half-written. */
 #ifdef ND_WITH_CUDA
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h"
-#include "backend/cuda/cuda_backend.h"
+#include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
 
 /* Below these a device round trip costs more than the work (thresholds in
@@ -29,19 +31,21 @@
 #define ND_CUDA_MIN_ATTN (1u << 20)
 #define ND_CUDA_MIN_GATHER (1u << 15)
 
-static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
-static int usable, offload_all;
-static char reason[256], device_line[256];
+static int offload_all;   /* NEEDLE_CUDA_OFFLOAD=all, read at the probe */
+static char device_line[256];
 
-static void probe(void)
+static int cuda_probe(char *why, size_t size)
 {
     const char *o = getenv("NEEDLE_CUDA_OFFLOAD");
     offload_all = o && !strcmp(o, "all");
-    usable = nd_cu_init(reason, sizeof reason) == 0;
-    if (usable) {
-        nd_cu_describe(device_line, sizeof device_line);
-        reason[0] = 0;
-    }
+    if (nd_cu_init(why, size) != 0) return -1;
+    nd_cu_describe(device_line, sizeof device_line);
+    return 0;
+}
+
+static int cuda_describe(char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s%s", device_line, offload_all ? " (NEEDLE_CUDA_OFFLOAD=all)" : "");
 }
 
 static void device_failed(const char *op)
@@ -53,7 +57,19 @@ static void device_failed(const char *op)
 
 static int on_device(size_t work, size_t threshold) { return offload_all || work >= threshold; }
 
-static void cuda_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+static int cuda_supports(const nd_backend *be, nd_op op)
+{
+    (void)be;
+    switch (op) {
+    case ND_OP_MATMUL: case ND_OP_MATMUL_MULTI: case ND_OP_GATHER_ROWS: case ND_OP_RMSNORM: case ND_OP_ROPE:
+    case ND_OP_HADAMARD: case ND_OP_ATTENTION: case ND_OP_SINKHORN: case ND_OP_QUANTIZE_KV:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void cuda_matmul_multi(const nd_backend *be, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                               float *const *y, const int *ldy, float *work)
 {
     size_t macs = 0;
@@ -62,52 +78,58 @@ static void cuda_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const
         if (nd_cu_matmul_multi(n, w, x, T, ldx, y, ldy) == 0) return;
         device_failed("matmul");
     }
-    nd_cpu_matmul_multi(pool, n, w, x, T, ldx, y, ldy, work);
+    be->host->matmul_multi(be, n, w, x, T, ldx, y, ldy, work);
 }
 
-static void cuda_matmul(nd_threadpool *pool, const nd_matrix *w, const float *x, int T, int ldx, float *y, int ldy,
+static void cuda_matmul(const nd_backend *be, const nd_matrix *w, const float *x, int T, int ldx, float *y, int ldy,
                         float *work)
 {
-    cuda_matmul_multi(pool, 1, &w, x, T, ldx, &y, &ldy, work);
+    cuda_matmul_multi(be, 1, &w, x, T, ldx, &y, &ldy, work);
 }
 
-static void cuda_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
+/* the host fallback needs the CPU's scratch; the device path needs none */
+static size_t cuda_matmul_work_floats(const nd_backend *be, const nd_matrix *w, int T)
+{
+    return be->host->matmul_work_floats(be, w, T);
+}
+
+static void cuda_gather_rows(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out)
 {
     if (on_device((size_t)n * (size_t)w->cols, ND_CUDA_MIN_GATHER)) {
         if (nd_cu_gather_rows(w, rows, n, out) == 0) return;
         device_failed("gather_rows");
     }
-    nd_cpu_gather_rows(w, rows, n, out);
+    be->host->gather_rows(be, w, rows, n, out);
 }
 
-static void cuda_rmsnorm(const float *x, int n, const float *scale, float *out)
+static void cuda_rmsnorm(const nd_backend *be, const float *x, int n, int count, const float *scale, float *out)
 {
     if (offload_all) {
-        if (nd_cu_rmsnorm(x, n, 1, scale, out) == 0) return;
+        if (nd_cu_rmsnorm(x, n, count, scale, out) == 0) return;
         device_failed("rmsnorm");
     }
-    nd_cpu_rmsnorm(x, n, scale, out);
+    be->host->rmsnorm(be, x, n, count, scale, out);
 }
 
-static void cuda_rope(float *x, int heads, int head_dim, const float *cs)
+static void cuda_rope(const nd_backend *be, float *x, int heads, int head_dim, const float *cs)
 {
     if (offload_all) {
         if (nd_cu_rope(x, heads, head_dim, cs) == 0) return;
         device_failed("rope");
     }
-    nd_cpu_rope(x, heads, head_dim, cs);
+    be->host->rope(be, x, heads, head_dim, cs);
 }
 
-static void cuda_hadamard(float *x, int n)
+static void cuda_hadamard(const nd_backend *be, float *x, int n)
 {
     if (offload_all && n <= ND_CU_HADAMARD_MAX) {
         if (nd_cu_hadamard(x, n) == 0) return;
         device_failed("hadamard");
     }
-    nd_cpu_hadamard(x, n);
+    be->host->hadamard(be, x, n);
 }
 
-static void cuda_attention(nd_threadpool *pool, const nd_attn_args *a, float *work)
+static void cuda_attention(const nd_backend *be, const nd_attn_args *a, float *work)
 {
     size_t keys = (size_t)(a->cache_slots > 0 ? a->cache_slots : 0) + (size_t)a->T;
     size_t flops = keys * (size_t)a->T * (size_t)a->num_heads * (size_t)a->head_dim;
@@ -115,77 +137,55 @@ static void cuda_attention(nd_threadpool *pool, const nd_attn_args *a, float *wo
         if (nd_cu_attention(a) == 0) return;
         device_failed("attention");
     }
-    nd_cpu_attention(pool, a, work);
+    be->host->attention(be, a, work);
 }
 
-static void cuda_sinkhorn(float *m, int n, int iters)
+static size_t cuda_attention_work_floats(const nd_backend *be, const nd_attn_args *a)
+{
+    return be->host->attention_work_floats(be, a);
+}
+
+static void cuda_sinkhorn(const nd_backend *be, float *m, int n, int iters)
 {
     if (offload_all && n <= 16) {
         if (nd_cu_sinkhorn(m, n, iters) == 0) return;
         device_failed("sinkhorn");
     }
-    nd_cpu_sinkhorn(m, n, iters);
+    be->host->sinkhorn(be, m, n, iters);
 }
 
-static void cuda_quantize_kv(const float *x, int n, int8_t *q, float *scale)
+static void cuda_quantize_kv(const nd_backend *be, const float *x, int n, int8_t *q, float *scale)
 {
     if (offload_all) {
         if (nd_cu_quantize_kv(x, n, q, scale) == 0) return;
         device_failed("quantize_kv");
     }
-    nd_cpu_quantize_kv(x, n, q, scale);
+    be->host->quantize_kv(be, x, n, q, scale);
 }
 
-static const nd_backend cuda_backend = {
-    .name = "cuda",
-    .description = "NVIDIA GPU (CUDA + cuBLAS): weights resident on the device, CQ dequantised once; "
-                   "small per-token ops stay on the host",
+static const nd_backend_ops cuda_ops = {
+    .supports_op = cuda_supports,
     .matmul = cuda_matmul,
-    /* the host fallback needs the CPU's scratch; the device path needs none */
-    .matmul_work_floats = nd_cpu_matmul_work_floats,
+    .matmul_work_floats = cuda_matmul_work_floats,
     .matmul_multi = cuda_matmul_multi,
     .gather_rows = cuda_gather_rows,
     .rmsnorm = cuda_rmsnorm,
     .rope = cuda_rope,
     .hadamard = cuda_hadamard,
     .attention = cuda_attention,
-    .attention_work_floats = nd_cpu_attention_work_floats,
+    .attention_work_floats = cuda_attention_work_floats,
     .sinkhorn = cuda_sinkhorn,
     .quantize_kv = cuda_quantize_kv,
 };
 
-int nd_backend_cuda_compiled(void) { return 1; }
-
-const nd_backend *nd_backend_cuda(void)
-{
-    pthread_once(&probe_once, probe);
-    return usable ? &cuda_backend : NULL;
-}
-
-const char *nd_backend_cuda_unavailable_reason(void)
-{
-    pthread_once(&probe_once, probe);
-    return reason;
-}
-
-int nd_backend_cuda_describe(char *buf, size_t size)
-{
-    pthread_once(&probe_once, probe);
-    if (usable) return snprintf(buf, size, "%s%s", device_line, offload_all ? " (NEEDLE_CUDA_OFFLOAD=all)" : "");
-    return snprintf(buf, size, "unavailable: %s", reason);
-}
-
-const nd_backend *nd_backend_cuda_auto(const char **why)
-{
-    if (nd_backend_cuda()) {
-        if (why) *why = "a CUDA device is present (automatic; NEEDLE_BACKEND=cpu forces the CPU)";
-        return &cuda_backend;
-    }
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-        fprintf(stderr, "needle: CUDA backend unavailable (%s); using the CPU backend\n", reason);
-    return NULL;
-}
+const nd_backend_entry nd_backend_entry_cuda = {
+    .name = "cuda",
+    .description = "NVIDIA GPU (CUDA + cuBLAS): weights resident on the device, CQ dequantised once; "
+                   "small per-token ops stay on the host",
+    .ops = &cuda_ops,
+    .probe = cuda_probe,
+    .describe = cuda_describe,
+};
 #else
 typedef int nd_cuda_backend_unused; /* ISO C forbids an empty translation unit */
 #endif
