@@ -1,33 +1,22 @@
-/* session.c - one conversation: prompt rendering, KV reuse, the decoding loop.
- * (The layout and the choices are described in session.h and README.md,
- * "Multi-turn layout".) */
+/* session.c - one conversation: tools, prompt rendering, KV reuse across
+ * turns, and the turn itself (the per-model tables are in decode_tables.c, the
+ * token loop in decode_loop.c).  The layout and the choices are described in
+ * session.h and README.md, "Multi-turn layout". */
 #include "agent/session.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "agent/decode_loop.h"
 #include "agent/envelope.h"
-#include "agent/repeat_guard.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
 #include "text/chat.h"
 
-/* The head cells of one turn are kept for the confidence head; past this
- * many floats (64 MiB) the head is skipped for that turn rather than let a
- * very long prompt grow memory without bound. */
-#define ND_MAX_CELL_FLOATS ((size_t)16 << 20)
 /* Grammar states recur (the start of each call, enum positions): cache masks. */
 #define ND_MASK_CACHE_ENTRIES 256
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static char *dup_string(const char *s)
 {
@@ -35,130 +24,6 @@ static char *dup_string(const char *s)
     char *d = malloc(n + 1);
     if (d) memcpy(d, s, n + 1);
     return d;
-}
-
-/* ------------------------------------------------------------------ model tables */
-
-static int marker_id(const nd_tokenizer *t, const char *text, needle_error *err)
-{
-    int id = nd_tokenizer_piece_id(t, text, strlen(text));
-    if (id < 0 || nd_tokenizer_type(t, id) != ND_PIECE_MARKER)
-        return nd_errorf(err, NEEDLE_EFORMAT, "tokenizer: the chat marker %s is missing (not a Needle vocabulary)",
-                         text);
-    return id;
-}
-
-static int index_of(const nd_ids *v, size_t from, int id)
-{
-    for (size_t i = from; i < v->len; i++)
-        if (v->data[i] == id) return (int)i;
-    return -1;
-}
-
-static int take_forced(nd_forced *f, const nd_ids *v, int from, int to_incl, needle_error *err)
-{
-    if (from < 0 || to_incl < from || to_incl - from + 1 > ND_MAX_FORCED)
-        return nd_errorf(err, NEEDLE_EFORMAT, "tokenizer: unexpected encoding of the target template");
-    f->n = to_incl - from + 1;
-    memcpy(f->ids, v->data + from, sizeof(int) * (size_t)f->n);
-    return 0;
-}
-
-/* Find the fixed parts of the target exactly as training encodes them: encode
- * a template target the way nd_chat_build_ids does (on its own, so it starts
- * with the dummy-prefix piece) and cut it at the markers. */
-static int derive_forced(needle_model *m, needle_error *err)
-{
-    int think_open = marker_id(m->tok, "<think>", err);
-    if (think_open < 0) return think_open;
-    int think_close = marker_id(m->tok, "</think>", err);
-    if (think_close < 0) return think_close;
-    int call_open = marker_id(m->tok, "<tool_call>", err);
-    if (call_open < 0) return call_open;
-    int call_close = marker_id(m->tok, "</tool_call>", err);
-    if (call_close < 0) return call_close;
-    int im_end = marker_id(m->tok, "<|im_end|>", err);
-    if (im_end < 0) return im_end;
-    int tools_close = marker_id(m->tok, "</tools>", err);
-    if (tools_close < 0) return tools_close;
-
-    nd_buf b;
-    nd_buf_init(&b);
-    nd_chat_render_target(&b, "", "[]");
-    nd_ids v;
-    nd_ids_init(&v);
-    int rc = b.oom ? nd_errorf(err, NEEDLE_ENOMEM, "agent: out of memory")
-                   : nd_tokenizer_encode(m->tok, b.data, b.len, &v, err);
-    nd_buf_free(&b);
-    if (!rc) {
-        int i_open = index_of(&v, 0, think_open);
-        int i_tc = i_open < 0 ? -1 : index_of(&v, (size_t)i_open, think_close);
-        int i_call = i_tc < 0 ? -1 : index_of(&v, (size_t)i_tc, call_open);
-        int i_close = i_call < 0 ? -1 : index_of(&v, (size_t)i_call, call_close);
-        if (i_close < 0 || v.data[v.len - 1] != im_end)
-            rc = nd_errorf(err, NEEDLE_EFORMAT, "tokenizer: unexpected encoding of the target template");
-        if (!rc) rc = take_forced(&m->open_think, &v, 0, i_open, err);
-        if (!rc) rc = take_forced(&m->think_to_call, &v, i_tc, i_call, err);
-        if (!rc) rc = take_forced(&m->close_call, &v, i_close, (int)v.len - 1, err);
-    }
-    nd_ids_free(&v);
-    m->id_think_close = think_close;
-    m->id_tools_close = tools_close;
-    return rc;
-}
-
-/* Ordinary tokens (normal pieces and bytes) are what free text and JSON are
- * made of; markers, control and unknown tokens never appear inside them. */
-static int ordinary_token(const nd_tokenizer *t, int id)
-{
-    int ty = nd_tokenizer_type(t, id);
-    return ty == ND_PIECE_NORMAL || ty == ND_PIECE_BYTE;
-}
-
-int nd_agent_model_prepare(needle_model *m, needle_error *err)
-{
-    m->vocab = m->net->weights.cfg.vocab_size;
-    int ntok = nd_tokenizer_size(m->tok);
-    if (ntok <= 0 || ntok > m->vocab)
-        return nd_errorf(err, NEEDLE_EFORMAT, "model: the tokenizer has %d pieces but the network's vocabulary is %d",
-                         ntok, m->vocab);
-    int rc = derive_forced(m, err);
-    if (rc) return rc;
-
-    int *ids = malloc(sizeof(int) * (size_t)ntok);
-    const char **bytes = malloc(sizeof(char *) * (size_t)ntok);
-    size_t *lens = malloc(sizeof(size_t) * (size_t)ntok);
-    m->reason_mask = calloc(nd_mask_words(m->vocab), sizeof(uint32_t));
-    if (!ids || !bytes || !lens || !m->reason_mask) {
-        rc = nd_errorf(err, NEEDLE_ENOMEM, "model: out of memory building the token tables");
-        goto done;
-    }
-    size_t n = 0;
-    for (int id = 0; id < ntok; id++) {
-        int len = 0;
-        const char *p = nd_tokenizer_token_bytes(m->tok, id, &len);
-        if (!ordinary_token(m->tok, id) || !p || len <= 0) continue;
-        ids[n] = id;
-        bytes[n] = p;
-        lens[n] = (size_t)len;
-        n++;
-        nd_mask_set(m->reason_mask, id);
-    }
-    nd_mask_set(m->reason_mask, m->id_think_close);
-    rc = nd_token_trie_build(ids, bytes, lens, n, m->vocab, &m->trie, err);
-done:
-    free(ids);
-    free(bytes);
-    free(lens);
-    return rc;
-}
-
-void nd_agent_model_release(needle_model *m)
-{
-    nd_token_trie_free(m->trie);
-    free(m->reason_mask);
-    m->trie = NULL;
-    m->reason_mask = NULL;
 }
 
 /* ------------------------------------------------------------------ tools */
@@ -372,7 +237,7 @@ void nd_session_reset(needle_session *s)
     nd_sampler_reseed(&s->sampler, s->seed);
 }
 
-/* ------------------------------------------------------------------ evaluation */
+/* ------------------------------------------------------------------ the KV state and the prompt */
 
 /* Make sure the KV state exists with room for `sinks` pinned positions, and is empty. */
 static int fresh_state(needle_session *s, int sinks, needle_error *err)
@@ -390,46 +255,6 @@ static int fresh_state(needle_session *s, int sinks, needle_error *err)
     return 0;
 }
 
-static int append_ids(nd_ids *dst, const nd_ids *src, needle_error *err)
-{
-    for (size_t i = 0; i < src->len; i++)
-        if (nd_ids_push(dst, src->data[i])) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
-    return 0;
-}
-
-/* Evaluate every pending token; s->logits receives the last one's row.
- * When the model has a confidence head, the cells are kept for it. */
-static int eval_pending(needle_session *s, int *cells_ok, needle_error *err)
-{
-    int T = (int)s->pending.len;
-    if (T == 0) return 0;
-    float *cells = NULL;
-    const nd_config *c = &s->model->net->weights.cfg;
-    if (*cells_ok) {
-        size_t per = (size_t)(c->num_layers + 1) * (size_t)c->d_model;
-        size_t need = s->cells_len + (size_t)T * per;
-        if (need > ND_MAX_CELL_FLOATS) {
-            *cells_ok = 0;
-        } else {
-            if (need > s->cells_cap) {
-                size_t cap = s->cells_cap ? s->cells_cap : per * 64;
-                while (cap < need) cap *= 2;
-                if (cap > ND_MAX_CELL_FLOATS) cap = ND_MAX_CELL_FLOATS;
-                float *p = realloc(s->cells, cap * sizeof(float));
-                if (!p) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory for head cells");
-                s->cells = p;
-                s->cells_cap = cap;
-            }
-            cells = s->cells + s->cells_len;
-            s->cells_len = need;
-        }
-    }
-    int rc = nd_state_eval(s->st, s->pending.data, T, NULL, s->logits, cells, err);
-    if (!rc) rc = append_ids(&s->turn_ids, &s->pending, err);
-    s->pending.len = 0;
-    return rc;
-}
-
 /* The new turn's ids go to s->pending (after any undecided leftovers). */
 static int queue_turn(needle_session *s, int kind, const char *text, needle_error *err)
 {
@@ -445,7 +270,7 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
         if (sinks > (int)v.len || (sinks > 0 && v.data[sinks - 1] != s->model->id_tools_close)) sinks = 0;
         if ((rc = fresh_state(s, sinks, err)) != 0) goto done;
         s->pending.len = 0;
-        rc = append_ids(&s->pending, &v, err);
+        rc = nd_ids_append(&s->pending, &v, err);
     } else if (kind == ND_TURN_TOOL_RESULT) {
         rc = nd_chat_append_tool_result(tok, text, &s->pending, err);
     } else {
@@ -464,142 +289,7 @@ done:
     return rc;
 }
 
-/* ------------------------------------------------------------------ decoding */
-
-enum { PH_OPEN, PH_REASON, PH_MID, PH_JSON, PH_CLOSE, PH_DONE };
-
-typedef struct turn_result {
-    int fail_code;
-    char fail_msg[256];
-    nd_buf reasoning, calls;
-    double logp_sum;
-    int logp_n;
-    int generated;
-    int loop_breaks; /* steps where the repeat guard banned a looping token */
-    double t_decode, t_mask;
-} turn_result;
-
-static const nd_forced *forced_of(const needle_model *m, int phase)
-{
-    switch (phase) {
-    case PH_OPEN: return &m->open_think;
-    case PH_MID: return &m->think_to_call;
-    case PH_CLOSE: return &m->close_call;
-    default: return NULL;
-    }
-}
-
-/* The unmasked greedy choice when the grammar accepts it from gs, else -1. */
-static int greedy_if_accepted(needle_session *s, const nd_grammar_state *gs)
-{
-    const needle_model *m = s->model;
-    int tok = nd_sampler_pick(&s->sampler, s->logits, NULL);
-    if (tok < 0 || tok == m->id_think_close || !nd_mask_test(m->reason_mask, tok)) return -1; /* not ordinary */
-    int len = 0;
-    const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
-    if (!bytes || len <= 0) return -1;
-    nd_grammar_state probe;
-    nd_grammar_state_copy(&probe, gs);
-    return nd_grammar_advance(s->grammar, &probe, bytes, (size_t)len) == 0 ? tok : -1;
-}
-
-static int decode_turn(needle_session *s, int max_new, int *cells_ok, turn_result *r, needle_error *err)
-{
-    const needle_model *m = s->model;
-    nd_grammar_state gs;
-    nd_grammar_start(s->grammar, &gs);
-    int phase = PH_OPEN, fi = 0, reason_n = 0;
-    /* leave room for the forced parts and at least one JSON token */
-    int reason_cap = max_new - m->open_think.n - m->think_to_call.n - 1;
-    if (reason_cap > s->max_reasoning_tokens) reason_cap = s->max_reasoning_tokens;
-    if (reason_cap < 0) reason_cap = 0;
-    double t0 = now_seconds();
-    int32_t hist[ND_REPEAT_HISTORY]; /* the latest call-list ids, for the loop guard */
-    int hn = 0;
-    while (phase != PH_DONE) {
-        /* the closers after a complete call list are protocol, not budget */
-        if (phase != PH_CLOSE && r->generated >= max_new) {
-            r->fail_code = NEEDLE_ELIMIT;
-            snprintf(r->fail_msg, sizeof r->fail_msg,
-                     "max_new_tokens (%d) reached before the call list was complete", max_new);
-            break;
-        }
-        const nd_forced *f = forced_of(m, phase);
-        int tok;
-        if (f) {
-            tok = f->ids[fi++];
-        } else {
-            int rc = eval_pending(s, cells_ok, err);
-            if (rc) return rc;
-            if (phase == PH_REASON) {
-                tok = reason_n >= reason_cap ? m->id_think_close : nd_sampler_pick(&s->sampler, s->logits, m->reason_mask);
-                if (tok < 0) tok = m->id_think_close; /* nothing usable: end the thought */
-            } else { /* PH_JSON */
-                double tm = now_seconds();
-                int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
-                /* greedy fast path: when the unmasked best token is one the
-                 * grammar accepts, it is also the masked best (same lowest-id
-                 * tie rule), and no mask is needed */
-                tok = s->sampler.temperature <= 0.0f ? greedy_if_accepted(s, &gs) : -1;
-                if (tok >= 0 && tok == ban) tok = -1;
-                if (tok < 0) {
-                    const uint32_t *mask = nd_mask_cache_get(s->masks, &gs);
-                    if (!mask) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
-                    if (ban >= 0 && nd_mask_test(mask, ban)) { /* the grammar mask minus the looping token */
-                        memcpy(s->mask, mask, sizeof(uint32_t) * nd_mask_words(m->vocab));
-                        s->mask[ban >> 5] &= ~(1u << (ban & 31));
-                        mask = s->mask;
-                        r->loop_breaks++;
-                    }
-                    tok = nd_sampler_pick(&s->sampler, s->logits, mask);
-                }
-                r->t_mask += now_seconds() - tm;
-                if (tok < 0) {
-                    r->fail_code = NEEDLE_EUNSUPPORTED;
-                    snprintf(r->fail_msg, sizeof r->fail_msg,
-                             "no vocabulary token can continue the call list at byte %zu", r->calls.len);
-                    break;
-                }
-                int len = 0;
-                const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
-                if (nd_grammar_advance(s->grammar, &gs, bytes, (size_t)len) != 0) {
-                    r->fail_code = NEEDLE_EFORMAT;
-                    snprintf(r->fail_msg, sizeof r->fail_msg, "the grammar refused token %d it had allowed", tok);
-                    break;
-                }
-                nd_buf_append(&r->calls, bytes, (size_t)len);
-                if (hn == ND_REPEAT_HISTORY) memmove(hist, hist + 1, sizeof(int32_t) * --hn);
-                hist[hn++] = tok;
-                r->logp_sum += nd_log_softmax_at(s->logits, m->vocab, tok);
-                r->logp_n++;
-            }
-        }
-        if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
-        r->generated++;
-        if (phase == PH_REASON) {
-            if (tok == m->id_think_close) {
-                phase = PH_MID;
-                fi = 1; /* think_to_call starts with the </think> just chosen */
-            } else {
-                int len = 0;
-                const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
-                nd_buf_append(&r->reasoning, bytes, (size_t)len);
-                reason_n++;
-            }
-        }
-        if (f && fi >= f->n) {
-            phase = phase == PH_OPEN ? PH_REASON : phase == PH_MID ? PH_JSON : PH_DONE;
-            fi = 0;
-        }
-        if (phase == PH_JSON && nd_grammar_complete(s->grammar, &gs)) {
-            phase = PH_CLOSE;
-            fi = 0;
-        }
-    }
-    r->t_decode = now_seconds() - t0;
-    if (r->reasoning.oom || r->calls.oom) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
-    return 0;
-}
+/* ------------------------------------------------------------------ the turn */
 
 static int validate_text(const char *text, const char *what, needle_error *err)
 {
@@ -652,24 +342,24 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         return rc;
     }
     int n_prefill = (int)s->pending.len;
-    double t0 = now_seconds();
-    rc = eval_pending(s, &cells_ok, err);
-    double t_prefill = now_seconds() - t0;
+    double t0 = nd_now_seconds();
+    rc = nd_eval_pending(s, &cells_ok, err);
+    double t_prefill = nd_now_seconds() - t0;
     if (rc) {
         s->started = 0; /* the cache may hold half a turn: start over next time */
         return rc;
     }
     s->started = 1;
 
-    turn_result r;
+    nd_turn_result r;
     memset(&r, 0, sizeof r);
     nd_buf_init(&r.reasoning);
     nd_buf_init(&r.calls);
-    rc = decode_turn(s, max_new, &cells_ok, &r, err);
+    rc = nd_decode_turn(s, max_new, &cells_ok, &r, err);
     if (!rc && !r.fail_code) {
         /* evaluate the closers now: the next turn starts from a complete cache,
          * and the head sees the whole call */
-        rc = eval_pending(s, &cells_ok, err);
+        rc = nd_eval_pending(s, &cells_ok, err);
     }
     if (rc) {
         s->started = 0;

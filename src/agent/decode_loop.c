@@ -1,0 +1,182 @@
+/* decode_loop.c - one assistant turn token by token: the forced parts of the
+ * target layout, free reasoning under the reasoning mask, the call list under
+ * the grammar's token mask (with the greedy fast path and the repeat guard),
+ * and the evaluation of each decided token into the KV state. */
+#include "agent/decode_loop.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/repeat_guard.h"
+#include "core/error.h"
+
+/* The head cells of one turn are kept for the confidence head; past this
+ * many floats (64 MiB) the head is skipped for that turn rather than let a
+ * very long prompt grow memory without bound. */
+#define ND_MAX_CELL_FLOATS ((size_t)16 << 20)
+
+int nd_ids_append(nd_ids *dst, const nd_ids *src, needle_error *err)
+{
+    for (size_t i = 0; i < src->len; i++)
+        if (nd_ids_push(dst, src->data[i])) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+    return 0;
+}
+
+/* Evaluate every pending token; s->logits receives the last one's row.
+ * When the model has a confidence head, the cells are kept for it. */
+int nd_eval_pending(needle_session *s, int *cells_ok, needle_error *err)
+{
+    int T = (int)s->pending.len;
+    if (T == 0) return 0;
+    float *cells = NULL;
+    const nd_config *c = &s->model->net->weights.cfg;
+    if (*cells_ok) {
+        size_t per = (size_t)(c->num_layers + 1) * (size_t)c->d_model;
+        size_t need = s->cells_len + (size_t)T * per;
+        if (need > ND_MAX_CELL_FLOATS) {
+            *cells_ok = 0;
+        } else {
+            if (need > s->cells_cap) {
+                size_t cap = s->cells_cap ? s->cells_cap : per * 64;
+                while (cap < need) cap *= 2;
+                if (cap > ND_MAX_CELL_FLOATS) cap = ND_MAX_CELL_FLOATS;
+                float *p = realloc(s->cells, cap * sizeof(float));
+                if (!p) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory for head cells");
+                s->cells = p;
+                s->cells_cap = cap;
+            }
+            cells = s->cells + s->cells_len;
+            s->cells_len = need;
+        }
+    }
+    int rc = nd_state_eval(s->st, s->pending.data, T, NULL, s->logits, cells, err);
+    if (!rc) rc = nd_ids_append(&s->turn_ids, &s->pending, err);
+    s->pending.len = 0;
+    return rc;
+}
+
+enum { PH_OPEN, PH_REASON, PH_MID, PH_JSON, PH_CLOSE, PH_DONE };
+
+
+static const nd_forced *forced_of(const needle_model *m, int phase)
+{
+    switch (phase) {
+    case PH_OPEN: return &m->open_think;
+    case PH_MID: return &m->think_to_call;
+    case PH_CLOSE: return &m->close_call;
+    default: return NULL;
+    }
+}
+
+/* The unmasked greedy choice when the grammar accepts it from gs, else -1. */
+static int greedy_if_accepted(needle_session *s, const nd_grammar_state *gs)
+{
+    const needle_model *m = s->model;
+    int tok = nd_sampler_pick(&s->sampler, s->logits, NULL);
+    if (tok < 0 || tok == m->id_think_close || !nd_mask_test(m->reason_mask, tok)) return -1; /* not ordinary */
+    int len = 0;
+    const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
+    if (!bytes || len <= 0) return -1;
+    nd_grammar_state probe;
+    nd_grammar_state_copy(&probe, gs);
+    return nd_grammar_advance(s->grammar, &probe, bytes, (size_t)len) == 0 ? tok : -1;
+}
+
+int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result *r, needle_error *err)
+{
+    const needle_model *m = s->model;
+    nd_grammar_state gs;
+    nd_grammar_start(s->grammar, &gs);
+    int phase = PH_OPEN, fi = 0, reason_n = 0;
+    /* leave room for the forced parts and at least one JSON token */
+    int reason_cap = max_new - m->open_think.n - m->think_to_call.n - 1;
+    if (reason_cap > s->max_reasoning_tokens) reason_cap = s->max_reasoning_tokens;
+    if (reason_cap < 0) reason_cap = 0;
+    double t0 = nd_now_seconds();
+    int32_t hist[ND_REPEAT_HISTORY]; /* the latest call-list ids, for the loop guard */
+    int hn = 0;
+    while (phase != PH_DONE) {
+        /* the closers after a complete call list are protocol, not budget */
+        if (phase != PH_CLOSE && r->generated >= max_new) {
+            r->fail_code = NEEDLE_ELIMIT;
+            snprintf(r->fail_msg, sizeof r->fail_msg,
+                     "max_new_tokens (%d) reached before the call list was complete", max_new);
+            break;
+        }
+        const nd_forced *f = forced_of(m, phase);
+        int tok;
+        if (f) {
+            tok = f->ids[fi++];
+        } else {
+            int rc = nd_eval_pending(s, cells_ok, err);
+            if (rc) return rc;
+            if (phase == PH_REASON) {
+                tok = reason_n >= reason_cap ? m->id_think_close : nd_sampler_pick(&s->sampler, s->logits, m->reason_mask);
+                if (tok < 0) tok = m->id_think_close; /* nothing usable: end the thought */
+            } else { /* PH_JSON */
+                double tm = nd_now_seconds();
+                int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
+                /* greedy fast path: when the unmasked best token is one the
+                 * grammar accepts, it is also the masked best (same lowest-id
+                 * tie rule), and no mask is needed */
+                tok = s->sampler.temperature <= 0.0f ? greedy_if_accepted(s, &gs) : -1;
+                if (tok >= 0 && tok == ban) tok = -1;
+                if (tok < 0) {
+                    const uint32_t *mask = nd_mask_cache_get(s->masks, &gs);
+                    if (!mask) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
+                    if (ban >= 0 && nd_mask_test(mask, ban)) { /* the grammar mask minus the looping token */
+                        memcpy(s->mask, mask, sizeof(uint32_t) * nd_mask_words(m->vocab));
+                        s->mask[ban >> 5] &= ~(1u << (ban & 31));
+                        mask = s->mask;
+                        r->loop_breaks++;
+                    }
+                    tok = nd_sampler_pick(&s->sampler, s->logits, mask);
+                }
+                r->t_mask += nd_now_seconds() - tm;
+                if (tok < 0) {
+                    r->fail_code = NEEDLE_EUNSUPPORTED;
+                    snprintf(r->fail_msg, sizeof r->fail_msg,
+                             "no vocabulary token can continue the call list at byte %zu", r->calls.len);
+                    break;
+                }
+                int len = 0;
+                const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
+                if (nd_grammar_advance(s->grammar, &gs, bytes, (size_t)len) != 0) {
+                    r->fail_code = NEEDLE_EFORMAT;
+                    snprintf(r->fail_msg, sizeof r->fail_msg, "the grammar refused token %d it had allowed", tok);
+                    break;
+                }
+                nd_buf_append(&r->calls, bytes, (size_t)len);
+                if (hn == ND_REPEAT_HISTORY) memmove(hist, hist + 1, sizeof(int32_t) * --hn);
+                hist[hn++] = tok;
+                r->logp_sum += nd_log_softmax_at(s->logits, m->vocab, tok);
+                r->logp_n++;
+            }
+        }
+        if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+        r->generated++;
+        if (phase == PH_REASON) {
+            if (tok == m->id_think_close) {
+                phase = PH_MID;
+                fi = 1; /* think_to_call starts with the </think> just chosen */
+            } else {
+                int len = 0;
+                const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
+                nd_buf_append(&r->reasoning, bytes, (size_t)len);
+                reason_n++;
+            }
+        }
+        if (f && fi >= f->n) {
+            phase = phase == PH_OPEN ? PH_REASON : phase == PH_MID ? PH_JSON : PH_DONE;
+            fi = 0;
+        }
+        if (phase == PH_JSON && nd_grammar_complete(s->grammar, &gs)) {
+            phase = PH_CLOSE;
+            fi = 0;
+        }
+    }
+    r->t_decode = nd_now_seconds() - t0;
+    if (r->reasoning.oom || r->calls.oom) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+    return 0;
+}
