@@ -1,4 +1,4 @@
-/* cpu_matmul.c - y = W x for F32 and CQ-quantised matrices.
+/* cpu_matmul.c - y = W x for F32 and CQ-quantised matrices, and row gathers.
  *
  * F32: plain dot products, four rows at a time so each activation load feeds
  * four rows.
@@ -584,4 +584,26 @@ void nd_cpu_matmul(nd_threadpool *pool, const nd_matrix *w, const float *x, int 
                    float *work)
 {
     nd_cpu_matmul_multi(pool, 1, &w, x, T, ldx, &y, &ldy, work);
+}
+
+/* Rows of W, dequantised: the embedding lookup and the engram tables. */
+void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
+{
+    for (int i = 0; i < n; i++) {
+        float *o = out + (size_t)i * (size_t)w->cols;
+        if (w->kind == ND_MAT_F32) {
+            memcpy(o, w->f32 + (size_t)rows[i] * (size_t)w->cols, sizeof(float) * (size_t)w->cols);
+            continue;
+        }
+        /* CQ: decode in the rotated domain one 128-group at a time, then
+         * undo the rotation (H128 is its own inverse). */
+        float grp[ND_CQ_GROUP];
+        int groups = w->cols_pad / ND_CQ_GROUP;
+        for (int g = 0; g < groups; g++) {
+            nd_cpu_cq_decode_group(w, rows[i], g, grp);
+            nd_cpu_hadamard(grp, ND_CQ_GROUP);
+            int c0 = g * ND_CQ_GROUP, take = w->cols - c0 < ND_CQ_GROUP ? w->cols - c0 : ND_CQ_GROUP;
+            memcpy(o + c0, grp, sizeof(float) * (size_t)take);
+        }
+    }
 }

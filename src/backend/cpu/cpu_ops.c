@@ -1,4 +1,4 @@
-/* cpu_ops.c - small CPU kernels: norms, RoPE, Walsh-Hadamard, Sinkhorn, row gather. */
+/* cpu_ops.c - small CPU kernels: norms, RoPE, Walsh-Hadamard, Sinkhorn, KV quantisation. */
 #include <math.h>
 #include <string.h>
 
@@ -130,27 +130,6 @@ void nd_cpu_sinkhorn(float *m, int n, int iters)
         }
     }
     for (int i = 0; i < n * n; i++) m[i] = expf(m[i]);
-}
-
-void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
-{
-    for (int i = 0; i < n; i++) {
-        float *o = out + (size_t)i * (size_t)w->cols;
-        if (w->kind == ND_MAT_F32) {
-            memcpy(o, w->f32 + (size_t)rows[i] * (size_t)w->cols, sizeof(float) * (size_t)w->cols);
-            continue;
-        }
-        /* CQ: decode in the rotated domain one 128-group at a time, then
-         * undo the rotation (H128 is its own inverse). */
-        float grp[ND_CQ_GROUP];
-        int groups = w->cols_pad / ND_CQ_GROUP;
-        for (int g = 0; g < groups; g++) {
-            nd_cpu_cq_decode_group(w, rows[i], g, grp);
-            nd_cpu_hadamard(grp, ND_CQ_GROUP);
-            int c0 = g * ND_CQ_GROUP, take = w->cols - c0 < ND_CQ_GROUP ? w->cols - c0 : ND_CQ_GROUP;
-            memcpy(o + c0, grp, sizeof(float) * (size_t)take);
-        }
-    }
 }
 
 void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale)
