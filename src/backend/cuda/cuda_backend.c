@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "core/error.h"
 
 /* Below these a device round trip costs more than the work (thresholds in
  * multiply-adds); measured values belong here once a GPU run has tuned them. */
@@ -31,13 +32,22 @@
 #define ND_CUDA_MIN_ATTN (1u << 20)
 #define ND_CUDA_MIN_GATHER (1u << 15)
 
-static int offload_all;   /* NEEDLE_CUDA_OFFLOAD=all, read at the probe */
-static char device_line[256];
+/* The device itself (cuda_device.cu: runtime, cuBLAS handle, weight cache)
+ * is process-wide; what an instance chooses lives in its ctx. */
+typedef struct cuda_ctx {
+    int offload_all; /* NEEDLE_CUDA_OFFLOAD=all when the instance was made */
+} cuda_ctx;
+
+static char device_line[256]; /* written once by the probe */
+
+static int offload_all_requested(void)
+{
+    const char *o = getenv("NEEDLE_CUDA_OFFLOAD");
+    return o && !strcmp(o, "all");
+}
 
 static int cuda_probe(char *why, size_t size)
 {
-    const char *o = getenv("NEEDLE_CUDA_OFFLOAD");
-    offload_all = o && !strcmp(o, "all");
     if (nd_cu_init(why, size) != 0) return -1;
     nd_cu_describe(device_line, sizeof device_line);
     return 0;
@@ -45,8 +55,19 @@ static int cuda_probe(char *why, size_t size)
 
 static int cuda_describe(char *buf, size_t size)
 {
-    return snprintf(buf, size, "%s%s", device_line, offload_all ? " (NEEDLE_CUDA_OFFLOAD=all)" : "");
+    return snprintf(buf, size, "%s%s", device_line, offload_all_requested() ? " (NEEDLE_CUDA_OFFLOAD=all)" : "");
 }
+
+static int cuda_init(nd_backend *be, needle_error *err)
+{
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c) return nd_errorf(err, NEEDLE_ENOMEM, "cuda backend: out of memory");
+    c->offload_all = offload_all_requested();
+    be->ctx = c;
+    return 0;
+}
+
+static void cuda_fini(nd_backend *be) { free(be->ctx); }
 
 static void device_failed(const char *op)
 {
@@ -55,7 +76,12 @@ static void device_failed(const char *op)
         fprintf(stderr, "needle: a CUDA %s call failed; such calls are computed on the CPU\n", op);
 }
 
-static int on_device(size_t work, size_t threshold) { return offload_all || work >= threshold; }
+static int offload_all(const nd_backend *be) { return ((const cuda_ctx *)be->ctx)->offload_all; }
+
+static int on_device(const nd_backend *be, size_t work, size_t threshold)
+{
+    return offload_all(be) || work >= threshold;
+}
 
 static int cuda_supports(const nd_backend *be, nd_op op)
 {
@@ -74,7 +100,7 @@ static void cuda_matmul_multi(const nd_backend *be, int n, const nd_matrix *cons
 {
     size_t macs = 0;
     for (int i = 0; i < n; i++) macs += (size_t)w[i]->rows * (size_t)w[i]->cols * (size_t)(T > 0 ? T : 0);
-    if (on_device(macs, ND_CUDA_MIN_MACS)) {
+    if (on_device(be, macs, ND_CUDA_MIN_MACS)) {
         if (nd_cu_matmul_multi(n, w, x, T, ldx, y, ldy) == 0) return;
         device_failed("matmul");
     }
@@ -95,7 +121,7 @@ static size_t cuda_matmul_work_floats(const nd_backend *be, const nd_matrix *w, 
 
 static void cuda_gather_rows(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out)
 {
-    if (on_device((size_t)n * (size_t)w->cols, ND_CUDA_MIN_GATHER)) {
+    if (on_device(be, (size_t)n * (size_t)w->cols, ND_CUDA_MIN_GATHER)) {
         if (nd_cu_gather_rows(w, rows, n, out) == 0) return;
         device_failed("gather_rows");
     }
@@ -104,7 +130,7 @@ static void cuda_gather_rows(const nd_backend *be, const nd_matrix *w, const int
 
 static void cuda_rmsnorm(const nd_backend *be, const float *x, int n, int count, const float *scale, float *out)
 {
-    if (offload_all) {
+    if (offload_all(be)) {
         if (nd_cu_rmsnorm(x, n, count, scale, out) == 0) return;
         device_failed("rmsnorm");
     }
@@ -113,7 +139,7 @@ static void cuda_rmsnorm(const nd_backend *be, const float *x, int n, int count,
 
 static void cuda_rope(const nd_backend *be, float *x, int heads, int head_dim, const float *cs)
 {
-    if (offload_all) {
+    if (offload_all(be)) {
         if (nd_cu_rope(x, heads, head_dim, cs) == 0) return;
         device_failed("rope");
     }
@@ -122,7 +148,7 @@ static void cuda_rope(const nd_backend *be, float *x, int heads, int head_dim, c
 
 static void cuda_hadamard(const nd_backend *be, float *x, int n)
 {
-    if (offload_all && n <= ND_CU_HADAMARD_MAX) {
+    if (offload_all(be) && n <= ND_CU_HADAMARD_MAX) {
         if (nd_cu_hadamard(x, n) == 0) return;
         device_failed("hadamard");
     }
@@ -133,7 +159,7 @@ static void cuda_attention(const nd_backend *be, const nd_attn_args *a, float *w
 {
     size_t keys = (size_t)(a->cache_slots > 0 ? a->cache_slots : 0) + (size_t)a->T;
     size_t flops = keys * (size_t)a->T * (size_t)a->num_heads * (size_t)a->head_dim;
-    if (on_device(flops, ND_CUDA_MIN_ATTN)) {
+    if (on_device(be, flops, ND_CUDA_MIN_ATTN)) {
         if (nd_cu_attention(a) == 0) return;
         device_failed("attention");
     }
@@ -147,7 +173,7 @@ static size_t cuda_attention_work_floats(const nd_backend *be, const nd_attn_arg
 
 static void cuda_sinkhorn(const nd_backend *be, float *m, int n, int iters)
 {
-    if (offload_all && n <= 16) {
+    if (offload_all(be) && n <= 16) {
         if (nd_cu_sinkhorn(m, n, iters) == 0) return;
         device_failed("sinkhorn");
     }
@@ -156,7 +182,7 @@ static void cuda_sinkhorn(const nd_backend *be, float *m, int n, int iters)
 
 static void cuda_quantize_kv(const nd_backend *be, const float *x, int n, int8_t *q, float *scale)
 {
-    if (offload_all) {
+    if (offload_all(be)) {
         if (nd_cu_quantize_kv(x, n, q, scale) == 0) return;
         device_failed("quantize_kv");
     }
@@ -185,6 +211,8 @@ const nd_backend_entry nd_backend_entry_cuda = {
     .ops = &cuda_ops,
     .probe = cuda_probe,
     .describe = cuda_describe,
+    .init = cuda_init,
+    .fini = cuda_fini,
 };
 #else
 typedef int nd_cuda_backend_unused; /* ISO C forbids an empty translation unit */
