@@ -3,9 +3,9 @@
  *
  * src/model/forward.c and src/model/heads.c compute only through these ops,
  * so a new backend (CUDA, ...) is a new table; nothing outside src/backend/
- * includes a backend's own folder.  The CPU backend is the reference: every
- * op is held against a plain implementation in tests/test_backend_ops.c, and
- * every other backend against the CPU.
+ * includes a backend's own folder.  The CPU backend implements every op;
+ * tests/test_backend_ops.c holds every op of every usable backend against a
+ * plain implementation written in the test.
  *
  * Memory: the ops take pointers the backend gave out.  nd_backend_alloc
  * returns memory the backend owns (the session's KV cache and activations
