@@ -14,32 +14,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h" /* nd_sigmoidf, nd_siluf */
+#include "backend/cpu/cpu_ops.h" /* nd_cpu_dot */
 #include "backend/cpu/cpu_simd.h" /* vector loops for the per-token work */
 #include "core/error.h"
+#include "model/formulas.h"
 #include "model/kv_state.h"
-
-/* cos|sin of the rotate-half RoPE at one position, computed the way a float32
- * reference does (frequencies and angles rounded to float). */
-static void rope_table(float theta, int hd, int pos, float *cs)
-{
-    int half = hd / 2;
-    for (int i = 0; i < half; i++) {
-        float freq = (float)pow((double)theta, -2.0 * i / (double)hd);
-        float ang = (float)pos * freq;
-        cs[i] = (float)cos((double)ang);
-        cs[half + i] = (float)sin((double)ang);
-    }
-}
-
-/* The engram hash of SPEC section 4 for table k (order o) at token t. */
-static uint32_t engram_hash(int k, int order, const int *toks_back /* toks_back[j] = tok[t-j] */)
-{
-    uint32_t acc = 0x9E3779B9u * (uint32_t)(k + 1);
-    for (int j = 0; j < order; j++) acc = (acc ^ (uint32_t)toks_back[j]) * 0x01000193u;
-    acc ^= acc >> 15;
-    return acc;
-}
 
 /* Token at absolute position p, from the chunk or the history (0 before 0). */
 static int token_at(const nd_state *s, const int *tokens, int p0, int p)
@@ -61,16 +40,16 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
         const nd_site_weights *S = &w->sites[si];
         /* e_t = concat_k table_k[idx_k(t)] * ok_k(t) */
         for (int t = 0; t < T; t++) {
-            int back[8];
-            for (int j = 0; j < 8; j++) back[j] = token_at(s, tokens, p0, p0 + t - j);
+            int back[ND_ENGRAM_MAX_ORDER];
+            for (int j = 0; j < ND_ENGRAM_MAX_ORDER; j++) back[j] = token_at(s, tokens, p0, p0 + t - j);
             float *e = s->eng_e + (size_t)t * ew;
             for (int k = 0; k < NT; k++) {
                 int order = c->engram_orders[k / he];
-                if (p0 + t < order - 1) {
+                if (!nd_engram_valid(p0 + t, order)) {
                     memset(e + k * sub, 0, sizeof(float) * (size_t)sub);
                     continue;
                 }
-                int row = k * c->engram_slots + (int)(engram_hash(k, order, back) % (uint32_t)c->engram_slots);
+                int row = k * c->engram_slots + (int)(nd_engram_hash(k, order, back) % (uint32_t)c->engram_slots);
                 m->be->gather_rows(&S->tables, &row, 1, e + k * sub);
             }
         }
@@ -162,11 +141,11 @@ static void block(nd_state *s, int l, int T)
         size_t i = 0, nga = (size_t)T * A;
         for (; i + ND_VW <= nga; i += ND_VW)
             ndv_store(s->att + i, ndv_mul(ndv_load(s->att + i), ndv_sigmoid(ndv_load(s->g + i))));
-        for (; i < nga; i++) s->att[i] *= nd_sigmoidf(s->g[i]);
+        for (; i < nga; i++) s->att[i] *= nd_sigmoid(s->g[i]);
     }
     be->matmul(m->pool, &L->out_proj, s->att, T, A, s->o, d, s->work);
 
-    float gate = nd_sigmoidf(L->attn_gate);
+    float gate = nd_sigmoid(L->attn_gate);
     for (int t = 0; t < T; t++) {
         float *o = s->o + (size_t)t * d, *b = s->b + (size_t)t * d;
         be->rmsnorm(o, d, L->post_attn_norm, o);
@@ -180,7 +159,7 @@ static void block(nd_state *s, int l, int T)
         for (; i < NH; i++) z[i] *= L->d1[i];
         be->hadamard(z, NH);
         for (i = 0; i + ND_VW <= NH; i += ND_VW) ndv_store(z + i, ndv_silu(ndv_mul(ndv_load(L->d2 + i), ndv_load(z + i))));
-        for (; i < NH; i++) z[i] = nd_siluf(L->d2[i] * z[i]);
+        for (; i < NH; i++) z[i] = nd_silu(L->d2[i] * z[i]);
         be->hadamard(z, NH);
         for (i = 0; i + ND_VW <= d; i += ND_VW)
             ndv_store(b + i, ndv_fma(ndv_load(L->d3 + i), ndv_load(z + i), ndv_load(b + i)));
@@ -199,7 +178,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     int d = c->d_model, n = c->mhc_lanes, L = c->num_layers, nd_ = n * d;
     float sqrt_d = sqrtf((float)d), inv_sqrt_d = 1.0f / sqrtf((float)d);
 
-    for (int t = 0; t < T; t++) rope_table(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
+    for (int t = 0; t < T; t++) nd_rope_row(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
     be->gather_rows(&w->embedding, tokens, T, s->x0);
     for (int t = 0; t < T; t++) {
         float *x0 = s->x0 + (size_t)t * d;
@@ -211,7 +190,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
 
     for (int l = 0; l < L; l++) {
         const nd_layer_weights *LW = &w->layers[l];
-        int home = l % n, site = site_index(c, l);
+        int home = nd_mhc_home_lane(l, n), site = site_index(c, l);
         for (int t = 0; t < T; t++) be->rmsnorm(s->X + (size_t)t * nd_, nd_, NULL, s->xh + (size_t)t * nd_);
         {
             const nd_matrix *mats[3] = {&LW->phi_pre, &LW->phi_post, &LW->phi_res};
@@ -224,7 +203,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
             float *u = s->u + (size_t)t * d, *b = s->b + (size_t)t * d;
             memset(u, 0, sizeof(float) * (size_t)d);
             for (int i = 0; i < n; i++) {
-                float p = nd_sigmoidf(LW->a_pre * s->phi_pre[t * n + i] + LW->b_pre[i] + (i == home ? 4.0f : -4.0f));
+                float p = nd_sigmoid(LW->a_pre * s->phi_pre[t * n + i] + LW->b_pre[i] + nd_mhc_pre_bias(i, home));
                 nd_simd_axpy(u, p, X + (size_t)i * d, d);
             }
             memcpy(b, u, sizeof(float) * (size_t)d);
@@ -234,7 +213,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
                 float *un = s->o + (size_t)t * d, *kn = s->h + (size_t)t * d; /* free until block() */
                 be->rmsnorm(u, d, NULL, un);
                 be->rmsnorm(kt, d, NULL, kn);
-                float gate = nd_sigmoidf(nd_cpu_dot(un, kn, d) * inv_sqrt_d);
+                float gate = nd_sigmoid(nd_cpu_dot(un, kn, d) * inv_sqrt_d);
                 nd_simd_axpy(b, gate, vt, d);
             }
         }
@@ -242,11 +221,11 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
         for (int t = 0; t < T; t++) {
             float *X = s->X + (size_t)t * nd_, *u = s->u + (size_t)t * d, *y = s->b + (size_t)t * d;
             nd_simd_axpy(y, -1.0f, u, d);
-            float qv[16], P[256], *newX = s->xh + (size_t)t * nd_; /* xh is free again */
+            float qv[ND_MAX_LANES], P[ND_MAX_LANES * ND_MAX_LANES], *newX = s->xh + (size_t)t * nd_; /* xh is free again */
             for (int i = 0; i < n; i++)
-                qv[i] = 2.0f * nd_sigmoidf(LW->a_post * s->phi_post[t * n + i] + LW->b_post[i] + (i == home ? 0.0f : -4.0f));
+                qv[i] = 2.0f * nd_sigmoid(LW->a_post * s->phi_post[t * n + i] + LW->b_post[i] + nd_mhc_post_bias(i, home));
             for (int ij = 0; ij < n * n; ij++) P[ij] = LW->a_res * s->phi_res[t * n * n + ij] + LW->b_res[ij];
-            be->sinkhorn(P, n, 20);
+            be->sinkhorn(P, n, ND_SINKHORN_ITERS);
             for (int i = 0; i < n; i++) {
                 float *xi = newX + i * d;
                 memset(xi, 0, sizeof(float) * (size_t)d);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/formulas.h"
 #include "model/model.h"
 #include "model/params.h"
 
@@ -79,7 +80,7 @@ static int check_weights(const nd_weights *w, needle_error *err)
     const nd_config *c = &w->cfg;
     int d = c->d_model, n = c->mhc_lanes, rc;
     if (d <= 0 || c->vocab_size <= 0 || c->num_layers <= 0 || c->head_dim <= 0 || c->head_dim % 2 ||
-        c->num_kv_heads <= 0 || c->num_heads % c->num_kv_heads || n <= 0 || n > 16 || c->hada_n < d ||
+        c->num_kv_heads <= 0 || c->num_heads % c->num_kv_heads || n <= 0 || n > ND_MAX_LANES || c->hada_n < d ||
         (c->hada_n & (c->hada_n - 1)) || c->num_sites < 0 || c->num_sites > ND_MAX_SITES || c->num_orders < 1 ||
         c->num_orders > ND_MAX_ORDERS || c->engram_heads_eff < 1 || c->engram_slots < 1 || c->conv_dilation < 1)
         return nd_errorf(err, NEEDLE_EFORMAT, "model: unsupported geometry (d %d, heads %d/%d, lanes %d)", d,

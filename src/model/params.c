@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "model/formulas.h"
 #include "model/weights.h"
 
 #define ND_OFFSET_GLOBAL(f) offsetof(nd_weights, f)
@@ -67,7 +68,7 @@ int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
     case ND_DIM_SUB: return c->engram_sub;
     case ND_DIM_TE_SLOTS: return (int64_t)c->num_tables * c->engram_slots;
     case ND_DIM_TE_SUB: return (int64_t)c->num_tables * c->engram_sub;
-    case ND_DIM_CONV_TAPS: return 4;
+    case ND_DIM_CONV_TAPS: return ND_ENGRAM_TAPS;
     case ND_DIM_PROBES: return P;
     case ND_DIM_PD: return P * d;
     case ND_DIM_HEAD_OUT: return head >= 0 ? nd_head_out_dim(c, head) : 0;

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "train/adamw.h"
 
 /* ------------------------------------------------------------------ parameters */
 
@@ -275,25 +276,6 @@ double nd_ece(const double *p, const int *y, int n, int bins)
     return ece;
 }
 
-/* ------------------------------------------------------------------ Adam */
-
-typedef struct adam {
-    float *m, *v;
-    long t;
-} adam;
-
-static void adam_step(adam *a, float *w, const float *g, size_t n, double lr)
-{
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    a->t++;
-    double c1 = 1.0 - pow(b1, (double)a->t), c2 = 1.0 - pow(b2, (double)a->t);
-    for (size_t i = 0; i < n; i++) {
-        a->m[i] = (float)(b1 * a->m[i] + (1 - b1) * g[i]);
-        a->v[i] = (float)(b2 * a->v[i] + (1 - b2) * (double)g[i] * g[i]);
-        w[i] -= (float)(lr * (a->m[i] / c1) / (sqrt(a->v[i] / c2) + eps));
-    }
-}
-
 /* ------------------------------------------------------------------ data */
 
 typedef struct row {
@@ -517,11 +499,15 @@ static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_cells *b, const int *lab, const int *idx,
                       int n, const nd_heads_train_options *o, nd_rng *rng, FILE *log, needle_error *err)
 {
-    adam ad = {calloc(h->n, sizeof(float)), calloc(h->n, sizeof(float)), 0};
+    /* the one AdamW (train/adamw.c) as plain Adam: no weight decay, no clipping */
+    nd_adamw ad;
+    int rc = nd_adamw_init(&ad, h->n, err);
+    if (rc) return rc;
+    ad.weight_decay = 0.0;
+    ad.clip_norm = 0.0;
     float *g = malloc(sizeof(float) * h->n);
     int *perm = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    int rc = 0;
-    if (!ad.m || !ad.v || !g || !perm) rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
+    if (!g || !perm) rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
     for (int ep = 0; !rc && ep < o->epochs; ep++) {
         memcpy(perm, idx, sizeof(int) * (size_t)n);
         nd_rng_shuffle_int(rng, perm, (size_t)n);
@@ -534,7 +520,7 @@ static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_c
             sum += kind == 0 ? nd_conf_loss(h, a, lab, perm + s, m, g, NULL)
                              : nd_contrastive_loss(h, a, b, lab, perm + s, m, g, NULL);
             if (kind == 0) g[h->n - 1] = 0.0f; /* the confidence head has no temperature */
-            adam_step(&ad, h->flat, g, h->n, o->lr);
+            nd_adamw_step(&ad, h->flat, g, o->lr);
             if (*h->log_temp > 4.6052f) *h->log_temp = 4.6052f; /* temperature <= 100, as CLIP clamps */
             batches++;
         }
@@ -542,8 +528,7 @@ static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_c
             fprintf(log, "  %s epoch %d: mean batch loss %.4f\n", kind ? "contrastive" : "confidence", ep + 1,
                     batches ? sum / batches : 0.0);
     }
-    free(ad.m);
-    free(ad.v);
+    nd_adamw_free(&ad);
     free(g);
     free(perm);
     return rc;

@@ -313,8 +313,6 @@ static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy
     }
 }
 
-static inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 /* Block(b) -> b3 (SPEC 4), everything kept in the act scratch. */
 static void block_fwd(nd_train_model *m, int l, int N)
 {
@@ -335,7 +333,7 @@ static void block_fwd(nd_train_model *m, int l, int N)
     nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, A);
     proj_fwd(m, 4, l, a->att, a->og, a->xa[4], N);
     nd_par_zcrms_fwd(m->pool, a->a2, a->a2_r, a->att, PL(ND_P_POST_NORM, l, d), N, d, 1);
-    float sg = sigm(PL(ND_P_ATTN_GATE, l, 1)[0]);
+    float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
     for (size_t i = 0; i < (size_t)N * d; i++) a->b2[i] = a->b[i] + sg * a->a2[i];
     nd_par_zcrms_fwd(m->pool, a->h3, a->h3_r, a->b2, PL(ND_P_PRE_HADA, l, d), N, d, 1);
     nd_par_hada_mlp_fwd(m->pool, a->b3, a->z1, a->z2, a->h3, PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
@@ -359,7 +357,7 @@ static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
     lane_ctx *lc = ctx;
     nd_train_model *m = lc->m;
     nd_train_act *a = m->act;
-    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = l % n;
+    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = nd_mhc_home_lane(l, n);
     float apre = PL(ND_P_A_PRE, l, 1)[0], apost = PL(ND_P_A_POST, l, 1)[0], ares = PL(ND_P_A_RES, l, 1)[0];
     const float *bpre = PL(ND_P_B_PRE, l, n), *bpost = PL(ND_P_B_POST, l, n), *bres = PL(ND_P_B_RES, l, n * n);
     for (int r = r0; r < r1; r++) {
@@ -367,8 +365,8 @@ static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
         const float *Xr = lc->X + (size_t)r * nd;
         float R[ND_MAX_LANES * ND_MAX_LANES];
         for (int i = 0; i < n; i++) {
-            p[i] = sigm(apre * a->hp[(size_t)r * n + i] + bpre[i] + (i == home ? 4.0f : -4.0f));
-            qv[i] = 2.0f * sigm(apost * a->hq[(size_t)r * n + i] + bpost[i] + (i == home ? 0.0f : -4.0f));
+            p[i] = nd_sigmoid(apre * a->hp[(size_t)r * n + i] + bpre[i] + nd_mhc_pre_bias(i, home));
+            qv[i] = 2.0f * nd_sigmoid(apost * a->hq[(size_t)r * n + i] + bpost[i] + nd_mhc_post_bias(i, home));
         }
         for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
         nd_op_sinkhorn_fwd(a->P + (size_t)r * n * n, R, n);
@@ -495,7 +493,7 @@ static void block_bwd(nd_train_model *m, int l, int N)
                        PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
     nd_par_zcrms_bwd(m->pool, a->db2, GL(ND_P_PRE_HADA, l, d), a->dh3, a->b2, a->h3_r, PL(ND_P_PRE_HADA, l, d), N, d, 1);
     /* b2 = b + sigmoid(ag) * a2 */
-    float sg = sigm(PL(ND_P_ATTN_GATE, l, 1)[0]);
+    float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
     double dsg = 0.0;
     memcpy(a->db, a->db2, sizeof(float) * Nd);
     for (size_t i = 0; i < Nd; i++) {
