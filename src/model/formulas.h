@@ -9,6 +9,7 @@
 #define ND_FORMULAS_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- constants ---- */
@@ -74,5 +75,29 @@ static inline int nd_engram_valid(int pos, int order) { return pos >= order - 1;
 static inline int nd_mhc_home_lane(int layer, int lanes) { return layer % lanes; }
 static inline float nd_mhc_pre_bias(int lane, int home) { return lane == home ? 4.0f : -4.0f; }
 static inline float nd_mhc_post_bias(int lane, int home) { return lane == home ? 0.0f : -4.0f; }
+
+/* ---- probe-attention pooling of the heads (SPEC section 4) ----
+ * For one probe: w_c = softmax over cells of <cell_c, probe> / sqrt(d);
+ * out = sum_c w_c cell_c.  wts (n_cells floats) receives the weights (the
+ * trainer's backward needs them).  `dot` is the caller's dot-product kernel. */
+typedef float (*nd_dot_fn)(const float *a, const float *b, int n);
+
+static inline void nd_probe_pool(const float *cells, int n_cells, int d, const float *probe, nd_dot_fn dot, float *wts,
+                                 float *out)
+{
+    float inv_sqrt_d = 1.0f / sqrtf((float)d), mx = -INFINITY;
+    for (int c = 0; c < n_cells; c++) {
+        wts[c] = dot(cells + (size_t)c * d, probe, d) * inv_sqrt_d;
+        if (wts[c] > mx) mx = wts[c];
+    }
+    double sum = 0.0;
+    for (int c = 0; c < n_cells; c++) sum += (wts[c] = expf(wts[c] - mx));
+    for (int i = 0; i < d; i++) out[i] = 0.0f;
+    for (int c = 0; c < n_cells; c++) {
+        wts[c] = (float)(wts[c] / sum);
+        const float *cell = cells + (size_t)c * d;
+        for (int i = 0; i < d; i++) out[i] += wts[c] * cell[i];
+    }
+}
 
 #endif

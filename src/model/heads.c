@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_ops.h" /* nd_cpu_dot */
 #include "core/error.h"
+#include "model/formulas.h" /* nd_probe_pool */
 #include "model/heads.h"
 
 int nd_head_pool(const nd_head_weights *h, int d, const float *cells, int n_cells, float *pooled, needle_error *err)
@@ -13,24 +14,8 @@ int nd_head_pool(const nd_head_weights *h, int d, const float *cells, int n_cell
     if (n_cells <= 0) return nd_errorf(err, NEEDLE_EINVAL, "heads: no cells to pool");
     float *wts = malloc(sizeof(float) * (size_t)n_cells);
     if (!wts) return nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
-    float inv_sqrt_d = 1.0f / sqrtf((float)d);
-    for (int k = 0; k < h->num_probes; k++) {
-        const float *probe = h->probes + (size_t)k * d;
-        float mx = -INFINITY;
-        for (int c = 0; c < n_cells; c++) {
-            wts[c] = nd_cpu_dot(cells + (size_t)c * d, probe, d) * inv_sqrt_d;
-            if (wts[c] > mx) mx = wts[c];
-        }
-        double sum = 0.0;
-        for (int c = 0; c < n_cells; c++) sum += (wts[c] = expf(wts[c] - mx));
-        float *out = pooled + (size_t)k * d;
-        memset(out, 0, sizeof(float) * (size_t)d);
-        for (int c = 0; c < n_cells; c++) {
-            float wc = (float)(wts[c] / sum);
-            const float *cell = cells + (size_t)c * d;
-            for (int i = 0; i < d; i++) out[i] += wc * cell[i];
-        }
-    }
+    for (int k = 0; k < h->num_probes; k++)
+        nd_probe_pool(cells, n_cells, d, h->probes + (size_t)k * d, nd_cpu_dot, wts, pooled + (size_t)k * d);
     free(wts);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "model/formulas.h"
 #include "train/adamw.h"
 
 /* ------------------------------------------------------------------ parameters */
@@ -43,31 +44,19 @@ void nd_head_params_free(nd_head_params *h)
 
 /* ------------------------------------------------------------------ pooling */
 
+/* A plain dot product in index order (the trainer's pooling kernel). */
+static float dot_plain(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int j = 0; j < n; j++) s += a[j] * b[j];
+    return s;
+}
+
 void nd_head_pool_fwd(const nd_head_params *h, const nd_cells *c, float *pooled, float *wts)
 {
-    int d = h->d;
-    float inv = 1.0f / sqrtf((float)d);
-    for (int k = 0; k < h->P; k++) {
-        const float *p = h->probes + (size_t)k * d;
-        float *w = wts + (size_t)k * c->n;
-        float mx = -INFINITY;
-        for (int i = 0; i < c->n; i++) {
-            const float *x = c->x + (size_t)i * d;
-            float s = 0.0f;
-            for (int j = 0; j < d; j++) s += x[j] * p[j];
-            w[i] = s * inv;
-            if (w[i] > mx) mx = w[i];
-        }
-        double sum = 0.0;
-        for (int i = 0; i < c->n; i++) sum += (w[i] = expf(w[i] - mx));
-        float *o = pooled + (size_t)k * d;
-        memset(o, 0, sizeof(float) * (size_t)d);
-        for (int i = 0; i < c->n; i++) {
-            w[i] = (float)(w[i] / sum);
-            const float *x = c->x + (size_t)i * d;
-            for (int j = 0; j < d; j++) o[j] += w[i] * x[j];
-        }
-    }
+    for (int k = 0; k < h->P; k++)
+        nd_probe_pool(c->x, c->n, h->d, h->probes + (size_t)k * h->d, dot_plain, wts + (size_t)k * c->n,
+                      pooled + (size_t)k * h->d);
 }
 
 void nd_head_pool_bwd(const nd_head_params *h, const nd_cells *c, const float *pooled, const float *wts,
