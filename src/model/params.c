@@ -56,9 +56,11 @@ int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
     case ND_DIM_ONE: return 1;
     case ND_DIM_V: return c->vocab_size;
     case ND_DIM_D: return d;
-    case ND_DIM_A: return (int64_t)c->num_heads * c->head_dim;
-    case ND_DIM_KV: return c->kv_dim;
-    case ND_DIM_HD: return c->head_dim;
+    case ND_DIM_Q:
+    case ND_DIM_O: return (int64_t)c->num_heads * c->head_dim;
+    case ND_DIM_KD:
+    case ND_DIM_VD: return c->kv_dim;
+    case ND_DIM_QK: return c->head_dim;
     case ND_DIM_NH: return c->hada_n;
     case ND_DIM_N: return n;
     case ND_DIM_NN: return n * n;

@@ -31,9 +31,13 @@ typedef enum {
     ND_DIM_ONE,       /* 1 */
     ND_DIM_V,         /* vocab_size */
     ND_DIM_D,         /* d_model */
-    ND_DIM_A,         /* num_heads * head_dim (attention width) */
-    ND_DIM_KV,        /* num_kv_heads * head_dim */
-    ND_DIM_HD,        /* head_dim */
+    /* attention widths: Needle 3 gives q/k and v their own head widths (qk,
+     * vd); in Needle 2 both are head_dim, so Q = O = A and KD = VD = KV */
+    ND_DIM_Q,         /* queries: num_heads * qk */
+    ND_DIM_KD,        /* keys: num_kv_heads * qk */
+    ND_DIM_VD,        /* values: num_kv_heads * vd */
+    ND_DIM_O,         /* attention output (gate width): num_heads * vd */
+    ND_DIM_QK,        /* qk (the q/k norm width) */
     ND_DIM_NH,        /* hada_n */
     ND_DIM_N,         /* mhc_lanes */
     ND_DIM_NN,        /* mhc_lanes^2 */
@@ -64,7 +68,8 @@ enum { ND_LORA_Q = 1, ND_LORA_K, ND_LORA_V, ND_LORA_GATE, ND_LORA_OUT };
 /* Model generations (the .gens column). */
 enum { ND_GEN_2 = 1 << 0, ND_GEN_3 = 1 << 1 };
 
-/* The probe heads: index in nd_param_heads[], code in the .cact manifest. */
+/* The probe heads: index in nd_param_heads[], code in the .cact manifest
+ * (code = index + 1, the order the reference writes them). */
 enum { ND_HEAD_INDEX_CONTRASTIVE = 0, ND_HEAD_INDEX_CONFIDENCE = 1, ND_NUM_HEAD_KINDS = 2 };
 enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2 };
 

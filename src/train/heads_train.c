@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "model/formulas.h"
+#include "model/params.h"
 #include "train/adamw.h"
 
 /* ------------------------------------------------------------------ parameters */
@@ -424,28 +425,64 @@ static void init_head(nd_head_params *h, const nd_head_weights *w, nd_rng *rng)
     nd_rng_fill_normal(rng, h->W, (size_t)h->out * pd, 0.0f, 0.02f);
 }
 
-/* Copy the input checkpoint with the head tensors replaced (kernels back to [in, out]). */
+/* Is `name` the checkpoint name of a head tensor of model/params.def? */
+static int is_head_tensor(const char *name)
+{
+    char nm[96];
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        if (nd_params[i].scope != ND_SCOPE_HEAD) continue;
+        for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+            nd_param_ckpt_name(&nd_params[i], k, nm, sizeof nm);
+            if (!strcmp(nm, name)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A head dimension of model/params.def for a trained head. */
+static int64_t head_dim_value(nd_dim dim, const nd_head_params *h)
+{
+    switch (dim) {
+    case ND_DIM_PROBES: return h->P;
+    case ND_DIM_D: return h->d;
+    case ND_DIM_PD: return (int64_t)h->P * h->d;
+    case ND_DIM_HEAD_OUT: return h->out;
+    default: return 1;
+    }
+}
+
+/* Copy the input checkpoint with the head tensors replaced (kernels back to
+ * [in, out]): every head line of model/params.def that the head's checkpoint
+ * carries, under its table name. */
 static int write_checkpoint(const char *in_path, const char *out_path, const nd_head_params *conf,
                             const nd_head_params *con, needle_error *err)
 {
     nd_safetensors st;
     int rc = nd_st_open(in_path, &st, err);
     if (rc) return rc;
-    size_t pdc = (size_t)conf->P * conf->d, pdk = (size_t)con->P * con->d;
-    float *conf_k = malloc(sizeof(float) * pdc * conf->out), *con_k = malloc(sizeof(float) * pdk * con->out);
-    nd_st_out_tensor *t = calloc(st.count + 8, sizeof *t);
-    if (!conf_k || !con_k || !t) {
+    const nd_head_params *hp[ND_NUM_HEAD_KINDS] = {[ND_HEAD_INDEX_CONTRASTIVE] = con, [ND_HEAD_INDEX_CONFIDENCE] = conf};
+    float *kernel[ND_NUM_HEAD_KINDS] = {0};
+    enum { MAX_HEAD_TENSORS = 4 * ND_P_COUNT };
+    char(*names)[96] = malloc(MAX_HEAD_TENSORS * sizeof *names);
+    nd_st_out_tensor *t = calloc(st.count + MAX_HEAD_TENSORS, sizeof *t);
+    int ok = t != NULL && names != NULL;
+    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+        const nd_head_params *h = hp[k];
+        size_t pd = (size_t)h->P * h->d;
+        kernel[k] = ok ? malloc(sizeof(float) * pd * (size_t)h->out) : NULL;
+        if (!kernel[k]) ok = 0;
+        else
+            for (size_t i = 0; i < pd; i++)
+                for (int o = 0; o < h->out; o++) kernel[k][i * (size_t)h->out + (size_t)o] = h->W[(size_t)o * pd + i];
+    }
+    if (!ok) {
         rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", out_path);
         goto out;
     }
-    for (size_t i = 0; i < pdc; i++)
-        for (int o = 0; o < conf->out; o++) conf_k[i * conf->out + o] = conf->W[(size_t)o * pdc + i];
-    for (size_t i = 0; i < pdk; i++)
-        for (int o = 0; o < con->out; o++) con_k[i * con->out + o] = con->W[(size_t)o * pdk + i];
     size_t n = 0;
     for (size_t i = 0; i < st.count; i++) {
         const nd_st_tensor *s = &st.tensors[i];
-        if (!strncmp(s->name, "confidence_head.", 16) || !strncmp(s->name, "contrastive_head.", 17)) continue;
+        if (is_head_tensor(s->name)) continue;
         t[n].name = s->name;
         t[n].dtype = s->dtype;
         t[n].ndim = s->ndim;
@@ -453,27 +490,38 @@ static int write_checkpoint(const char *in_path, const char *out_path, const nd_
         t[n].data = s->data;
         n++;
     }
-    const nd_st_tensor *lt = nd_st_find(&st, "contrastive_head.log_temp");
-    int lt_ndim = lt && lt->ndim == 0 ? 0 : 1;
-#define OUT(NAME, DATA, ND, S0, S1)                                                                    \
-    do {                                                                                               \
-        t[n] = (nd_st_out_tensor){.name = NAME, .dtype = ND_ST_F32, .ndim = ND, .data = DATA};         \
-        t[n].shape[0] = S0;                                                                            \
-        t[n].shape[1] = S1;                                                                            \
-        n++;                                                                                           \
-    } while (0)
-    OUT("confidence_head.probes", conf->probes, 2, conf->P, conf->d);
-    OUT("confidence_head.proj.kernel", conf_k, 2, (int64_t)pdc, conf->out);
-    OUT("confidence_head.proj.bias", conf->bias, 1, conf->out, 0);
-    OUT("contrastive_head.probes", con->probes, 2, con->P, con->d);
-    OUT("contrastive_head.proj.kernel", con_k, 2, (int64_t)pdk, con->out);
-    OUT("contrastive_head.log_temp", con->log_temp, lt_ndim, 1, 0);
-#undef OUT
+    int used = 0;
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->scope != ND_SCOPE_HEAD) continue;
+        for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+            if (!nd_param_in_head_ckpt(p, k) || used == MAX_HEAD_TENSORS) continue;
+            const nd_head_params *h = hp[k];
+            char *nm = names[used++];
+            nd_param_ckpt_name(p, k, nm, sizeof names[0]);
+            nd_st_out_tensor *o = &t[n++];
+            *o = (nd_st_out_tensor){.name = nm, .dtype = ND_ST_F32};
+            for (int d = 0; d < ND_PARAM_CK_DIMS && p->ck[d] != ND_DIM_NONE; d++) o->shape[o->ndim++] = head_dim_value(p->ck[d], h);
+            switch (p->role) {
+            case ND_P_HEAD_PROBES: o->data = h->probes; break;
+            case ND_P_HEAD_PROJ: o->data = kernel[k]; break;
+            case ND_P_HEAD_BIAS: o->data = h->bias; break;
+            case ND_P_HEAD_LOG_TEMP: {
+                /* keep the input's own form of the scalar: () or (1,) */
+                const nd_st_tensor *lt = nd_st_find(&st, nm);
+                if (lt && lt->ndim == 0) o->ndim = 0;
+                o->data = h->log_temp;
+                break;
+            }
+            default: n--; break; /* a head line this writer does not know yet */
+            }
+        }
+    }
     rc = nd_st_write(out_path, t, n, (const char *const *)st.meta_keys, (const char *const *)st.meta_values,
                      st.meta_count, err);
 out:
-    free(conf_k);
-    free(con_k);
+    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) free(kernel[k]);
+    free(names);
     free(t);
     nd_st_close(&st);
     return rc;
