@@ -26,8 +26,8 @@ static inline __m512 butterfly16(__m512 x, __m512i partner, __mmask16 upper)
 #endif
 
 /* GCC/clang vector extension for the wide stages on other targets. */
-typedef float nd_hv8 __attribute__((vector_size(32)));
 #pragma GCC diagnostic ignored "-Wpsabi" /* static helpers only: no ABI is crossed */
+typedef float nd_hv8 __attribute__((vector_size(32)));
 static inline nd_hv8 hld8(const float *p) { nd_hv8 v; memcpy(&v, p, sizeof v); return v; }
 static inline void hst8(float *p, nd_hv8 v) { memcpy(p, &v, sizeof v); }
 
