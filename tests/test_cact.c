@@ -77,7 +77,7 @@ static void test_parse_golden(void)
         if (!rc) {
             CHECK(cfg.d_model == 128 && cfg.num_layers == 4 && cfg.kv_dim == 64 && cfg.num_tables == 2 &&
                   cfg.engram_sub == 64 && cfg.kv_window == 512);
-            CHECK(slots[75].role == ND_SLOT_MANIFEST && slots[79].role == ND_SLOT_HEAD_PROBES &&
+            CHECK(slots[75].role == ND_SLOT_MANIFEST && slots[79].role == ND_P_HEAD_PROBES &&
                   slots[79].head_code == ND_HEAD_CONFIDENCE);
         }
         free(slots);

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "core/fp16.h"
 #include "core/threadpool.h"
+#include "quant/hadamard.h"
 
 static uint32_t rng = 2463534242u;
 static float frand(void) /* uniform in [-1, 1) */
@@ -47,6 +48,31 @@ static void test_hadamard(void)
         CHECKF(maxdiff(y, x, n) < 1e-5, "n=%d twice", n);
         free(x), free(y), free(ref);
     }
+}
+
+/* The one FWHT (quant/hadamard.c: AVX-512, vector and scalar paths) gives
+ * the bits of the plain butterfly loop at every power-of-two size. */
+static void test_hadamard_paths_same_bits(void)
+{
+    enum { MAXN = 4096 };
+    float *x = malloc(sizeof(float) * MAXN), *y = malloc(sizeof(float) * MAXN), *z = malloc(sizeof(float) * MAXN);
+    fill(x, MAXN);
+    for (int n = 1; n <= MAXN; n *= 2) {
+        memcpy(y, x, sizeof(float) * n);
+        memcpy(z, x, sizeof(float) * n);
+        nd_hadamard(y, n);
+        for (int h = 1; h < n; h *= 2)
+            for (int i = 0; i < n; i += 2 * h)
+                for (int j = i; j < i + h; j++) {
+                    float a = z[j], b = z[j + h];
+                    z[j] = a + b;
+                    z[j + h] = a - b;
+                }
+        float sc = 1.0f / sqrtf((float)n);
+        for (int i = 0; i < n; i++) z[i] *= sc;
+        CHECKF(!memcmp(y, z, sizeof(float) * n), "n=%d", n);
+    }
+    free(x), free(y), free(z);
 }
 
 static void test_rmsnorm(void)
@@ -340,6 +366,7 @@ static void test_threadpool(void)
 int main(void)
 {
     RUN(test_hadamard);
+    RUN(test_hadamard_paths_same_bits);
     RUN(test_rmsnorm);
     RUN(test_rope);
     RUN(test_sinkhorn);

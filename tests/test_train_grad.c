@@ -387,10 +387,10 @@ static void perturb_all(nd_train_model *m)
      * (4*I makes Sinkhorn almost the identity and its gradients vanish) */
     int L = m->cfg.num_layers, n = m->cfg.mhc_lanes;
     for (int l = 0; l < L; l++) {
-        nd_train_param(m, TP_A_PRE)[l] = 0.5f + (float)nd_rng_normal(&rng) * 0.2f;
-        nd_train_param(m, TP_A_POST)[l] = 0.5f + (float)nd_rng_normal(&rng) * 0.2f;
-        nd_train_param(m, TP_A_RES)[l] = 0.5f + (float)nd_rng_normal(&rng) * 0.2f;
-        for (int i = 0; i < n * n; i++) nd_train_param(m, TP_B_RES)[l * n * n + i] = (float)nd_rng_normal(&rng) * 0.5f;
+        nd_train_param(m, ND_P_A_PRE)[l] = 0.5f + (float)nd_rng_normal(&rng) * 0.2f;
+        nd_train_param(m, ND_P_A_POST)[l] = 0.5f + (float)nd_rng_normal(&rng) * 0.2f;
+        nd_train_param(m, ND_P_A_RES)[l] = 0.5f + (float)nd_rng_normal(&rng) * 0.2f;
+        for (int i = 0; i < n * n; i++) nd_train_param(m, ND_P_B_RES)[l * n * n + i] = (float)nd_rng_normal(&rng) * 0.5f;
     }
 }
 

@@ -9,6 +9,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "model/heads.h"
+#include "model/params.h"
 
 /* ------------------------------------------------------------------ embedding */
 
@@ -148,6 +149,29 @@ static uint64_t hash_matrix(uint64_t h, const nd_matrix *m, int rows_sampled)
     return h;
 }
 
+/* One instance of a body parameter: vectors and scalars whole, matrices by sampled rows. */
+static uint64_t hash_param(uint64_t h, const nd_weights *w, const nd_param_desc *p, int index, int rows)
+{
+    const void *f = nd_param_field_c(p, nd_param_base_c(w, p, index));
+    if (p->kind == ND_KIND_MATRIX) return hash_matrix(h, f, rows);
+    if (p->kind == ND_KIND_SCALAR) return hash_floats(h, f, 1);
+    return hash_floats(h, *(const float *const *)f, (size_t)nd_param_elems(p, &w->cfg, -1));
+}
+
+/* One layer, in the fingerprint's fixed order: the per-layer vectors, the
+ * scalars, the stacked (mHC) vectors, then the matrices, each in table order. */
+static uint64_t hash_layer(uint64_t h, const nd_weights *w, int l, int rows)
+{
+    for (int pass = 0; pass < 4; pass++)
+        for (int i = 0; i < ND_P_COUNT; i++) {
+            const nd_param_desc *p = &nd_params[i];
+            if (p->scope != ND_SCOPE_LAYER || !nd_param_in_config(p, &w->cfg)) continue;
+            int want = p->kind == ND_KIND_VECTOR ? (p->stacked ? 2 : 0) : p->kind == ND_KIND_SCALAR ? 1 : 3;
+            if (want == pass) h = hash_param(h, w, p, l, rows);
+        }
+    return h;
+}
+
 uint64_t nd_retrieval_model_fingerprint(const nd_model *net, const nd_tokenizer *tok)
 {
     const nd_weights *w = &net->weights;
@@ -173,36 +197,22 @@ uint64_t nd_retrieval_model_fingerprint(const nd_model *net, const nd_tokenizer 
         h = hash_matrix(h, &ch->proj, ch->proj.rows); /* every row: the head is small */
     }
     const int S = 4; /* rows sampled per body matrix */
-    int d = c->d_model, hd = c->head_dim, nl = c->mhc_lanes;
-    h = hash_matrix(h, &w->embedding, S);
-    for (int l = 0; l < c->num_layers && w->layers; l++) {
-        const nd_layer_weights *L = &w->layers[l];
-        h = hash_floats(h, L->norm_in, (size_t)d);
-        h = hash_floats(h, L->q_norm, (size_t)hd);
-        h = hash_floats(h, L->k_norm, (size_t)hd);
-        h = hash_floats(h, L->post_attn_norm, (size_t)d);
-        h = hash_floats(h, L->pre_hada_norm, (size_t)d);
-        h = hash_floats(h, L->d1, (size_t)c->hada_n);
-        h = hash_floats(h, L->d2, (size_t)c->hada_n);
-        h = hash_floats(h, L->d3, (size_t)c->hada_n);
-        float scalars[4] = {L->attn_gate, L->a_pre, L->a_post, L->a_res};
-        h = hash_floats(h, scalars, 4);
-        h = hash_floats(h, L->b_pre, (size_t)nl);
-        h = hash_floats(h, L->b_post, (size_t)nl);
-        h = hash_floats(h, L->b_res, (size_t)nl * nl);
-        const nd_matrix *mats[8] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->gate_proj,
-                                    &L->out_proj, &L->phi_pre, &L->phi_post, &L->phi_res};
-        for (int i = 0; i < 8; i++) h = hash_matrix(h, mats[i], S);
+    /* the body, walking model/params.def: global tensors where they stand,
+     * all layers at the first layer line, all sites at the first site line */
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (!nd_param_in_config(p, c) || p->scope == ND_SCOPE_HEAD) continue;
+        if (p->scope == ND_SCOPE_GLOBAL) h = hash_param(h, w, p, 0, S);
+        if (p->scope == ND_SCOPE_LAYER && (i == 0 || nd_params[i - 1].scope != ND_SCOPE_LAYER) && w->layers)
+            for (int l = 0; l < c->num_layers; l++) h = hash_layer(h, w, l, S);
+        if (p->scope == ND_SCOPE_SITE && (i == 0 || nd_params[i - 1].scope != ND_SCOPE_SITE))
+            for (int s = 0; s < c->num_sites; s++) {
+                h = hash_int(h, w->sites[s].layer);
+                for (int k = 0; k < ND_P_COUNT; k++)
+                    if (nd_params[k].scope == ND_SCOPE_SITE && nd_param_in_config(&nd_params[k], c))
+                        h = hash_param(h, w, &nd_params[k], s, S);
+            }
     }
-    for (int s = 0; s < c->num_sites; s++) {
-        const nd_site_weights *sw = &w->sites[s];
-        h = hash_int(h, sw->layer);
-        h = hash_matrix(h, &sw->tables, S);
-        h = hash_matrix(h, &sw->key_proj, S);
-        h = hash_matrix(h, &sw->value_proj, S);
-        h = hash_floats(h, sw->taps, 4 * (size_t)d);
-    }
-    h = hash_floats(h, w->final_norm, (size_t)d);
     return h;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/params.h"
 #include "model/weights.h"
 
 int nd_bits_parse_width(const char *s, int len)
@@ -14,28 +15,28 @@ int nd_bits_parse_width(const char *s, int len)
     return -1;
 }
 
+/* Is `key` a prefix of the name pattern `pat` (a CQ matrix's .cact name in
+ * model/params.def; "%d" there stands for a site number: any digits)? */
+static int key_matches(const char *key, const char *pat)
+{
+    const char *hole = strstr(pat, "%d");
+    size_t n = strlen(key);
+    if (!hole) return strncmp(pat, key, n) == 0;
+    size_t pre = (size_t)(hole - pat);
+    if (n <= pre) return strncmp(pat, key, n) == 0;
+    if (strncmp(pat, key, pre) != 0) return 0;
+    const char *p = key + pre;
+    if (!isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+    return strncmp(hole + 2, p, strlen(p)) == 0;
+}
+
 /* Is `key` a prefix of some canonical name?  Catches typos such as
  * "attn.qproj" that would otherwise silently fall back to the default. */
 static int key_is_known(const char *key)
 {
-    static const char *const fixed[] = {
-        "embedding", "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.gate_proj", "attn.out_proj",
-        "mhc_phi_pre", "mhc_phi_post", "mhc_phi_res",
-    };
-    size_t n = strlen(key);
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (!strncmp(fixed[i], key, n)) return 1;
-    /* engramS.{tables,key_proj,value_proj}: "engram", digits, then a prefix of a suffix */
-    static const char *const site_parts[] = {".tables", ".key_proj", ".value_proj"};
-    if (strncmp(key, "engram", n < 6 ? n : 6) != 0) return 0;
-    if (n <= 6) return 1;
-    const char *p = key + 6;
-    if (!isdigit((unsigned char)*p)) return 0;
-    while (isdigit((unsigned char)*p)) p++;
-    if (!*p) return 1;
-    size_t rest = strlen(p);
-    for (size_t i = 0; i < 3; i++)
-        if (!strncmp(site_parts[i], p, rest)) return 1;
+    for (int i = 0; i < ND_P_COUNT; i++)
+        if (nd_params[i].cq && key_matches(key, nd_params[i].cact_name)) return 1;
     return 0;
 }
 

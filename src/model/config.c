@@ -10,6 +10,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "model/formulas.h"
 
 /* Limits that keep every tensor's element count and every int index used by
  * the engine far from overflow, whatever a (possibly hostile) file says. */
@@ -18,8 +19,8 @@
 #define MAX_LAYERS 1024
 #define MAX_SLOTS (1 << 24)
 #define MAX_SEQ (1 << 22)
-#define MAX_LANES 16
-#define MAX_ORDER 8
+#define MAX_LANES ND_MAX_LANES /* the lane cap both forwards share */
+#define MAX_ORDER ND_ENGRAM_MAX_ORDER
 #define MAX_ELEMS (1ll << 31)    /* any one matrix: rows*cols < 2^31 */
 
 void nd_config_defaults(nd_config *c)

@@ -18,38 +18,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/formulas.h"
 #include "model/kv_state.h"
-
-/* mHC: the home lane's logit offsets (pre-mix, post-mix) and Sinkhorn rounds. */
-#define MHC_HOME_PRE 4.0f
-#define MHC_AWAY_PRE -4.0f
-#define MHC_HOME_POST 0.0f
-#define MHC_AWAY_POST -4.0f
-#define MHC_SINKHORN_ITERS 20
-
-static float sigmoid_scalar(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* cos|sin of the rotate-half RoPE at one position, computed the way a float32
- * reference does (frequencies and angles rounded to float). */
-static void rope_table(float theta, int hd, int pos, float *cs)
-{
-    int half = hd / 2;
-    for (int i = 0; i < half; i++) {
-        float freq = (float)pow((double)theta, -2.0 * i / (double)hd);
-        float ang = (float)pos * freq;
-        cs[i] = (float)cos((double)ang);
-        cs[half + i] = (float)sin((double)ang);
-    }
-}
-
-/* The engram hash of SPEC section 4 for table k (order o) at token t. */
-static uint32_t engram_hash(int k, int order, const int *toks_back /* toks_back[j] = tok[t-j] */)
-{
-    uint32_t acc = 0x9E3779B9u * (uint32_t)(k + 1);
-    for (int j = 0; j < order; j++) acc = (acc ^ (uint32_t)toks_back[j]) * 0x01000193u;
-    acc ^= acc >> 15;
-    return acc;
-}
 
 /* Token at absolute position p, from the chunk or the history (0 before 0). */
 static int token_at(const nd_state *s, const int *tokens, int p0, int p)
@@ -72,16 +42,16 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
         const nd_site_weights *S = &w->sites[si];
         /* e_t = concat_k table_k[idx_k(t)] * ok_k(t) */
         for (int t = 0; t < T; t++) {
-            int back[8];
-            for (int j = 0; j < 8; j++) back[j] = token_at(s, tokens, p0, p0 + t - j);
+            int back[ND_ENGRAM_MAX_ORDER];
+            for (int j = 0; j < ND_ENGRAM_MAX_ORDER; j++) back[j] = token_at(s, tokens, p0, p0 + t - j);
             float *e = s->eng_e + (size_t)t * ew;
             for (int k = 0; k < NT; k++) {
                 int order = c->engram_orders[k / he];
-                if (p0 + t < order - 1) {
+                if (!nd_engram_valid(p0 + t, order)) {
                     be->ops.zero(be, e + k * sub, sizeof(float) * (size_t)sub);
                     continue;
                 }
-                int row = k * c->engram_slots + (int)(engram_hash(k, order, back) % (uint32_t)c->engram_slots);
+                int row = k * c->engram_slots + (int)(nd_engram_hash(k, order, back) % (uint32_t)c->engram_slots);
                 be->ops.gather_rows(be, &S->tables, &row, 1, e + k * sub);
             }
         }
@@ -170,7 +140,7 @@ static void block(nd_state *s, int l, int T)
     be->ops.sigmoid_gate(be, s->att, s->g, (size_t)T * A);
     be->ops.matmul(be, &L->out_proj, s->att, T, A, s->o, d, s->work);
 
-    float gate = sigmoid_scalar(L->attn_gate); /* a parameter, not an activation */
+    float gate = nd_sigmoid(L->attn_gate); /* a parameter, not an activation */
     be->ops.rmsnorm(be, s->o, d, T, L->post_attn_norm, s->o);
     for (int t = 0; t < T; t++) be->ops.axpy(be, s->b + (size_t)t * d, gate, s->o + (size_t)t * d, d);
     /* b += HadamardMLP(ZCRMS(b; pre_hada_norm)) */
@@ -190,7 +160,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     int d = c->d_model, n = c->mhc_lanes, L = c->num_layers, nd_ = n * d;
     float sqrt_d = sqrtf((float)d);
 
-    for (int t = 0; t < T; t++) rope_table(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
+    for (int t = 0; t < T; t++) nd_rope_row(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
     be->ops.gather_rows(be, &w->embedding, tokens, T, s->x0);
     be->ops.scale(be, s->x0, T * d, sqrt_d);
     for (int t = 0; t < T; t++) {
@@ -202,16 +172,16 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
 
     for (int l = 0; l < L; l++) {
         const nd_layer_weights *LW = &w->layers[l];
-        int home = l % n, site = site_index(c, l);
-        float off_pre[16], off_post[16];
+        int home = nd_mhc_home_lane(l, n), site = site_index(c, l);
+        float off_pre[ND_MAX_LANES], off_post[ND_MAX_LANES];
         for (int i = 0; i < n; i++) {
-            off_pre[i] = i == home ? MHC_HOME_PRE : MHC_AWAY_PRE;
-            off_post[i] = i == home ? MHC_HOME_POST : MHC_AWAY_POST;
+            off_pre[i] = nd_mhc_pre_bias(i, home);
+            off_post[i] = nd_mhc_post_bias(i, home);
         }
         nd_mhc_args mhc = {.T = T, .n = n, .d = d, .X = s->X, .phi_pre = s->phi_pre, .phi_post = s->phi_post,
                            .phi_res = s->phi_res, .a_pre = LW->a_pre, .a_post = LW->a_post, .a_res = LW->a_res,
                            .b_pre = LW->b_pre, .off_pre = off_pre, .b_post = LW->b_post, .off_post = off_post,
-                           .b_res = LW->b_res, .sinkhorn_iters = MHC_SINKHORN_ITERS, .u = s->u, .y = s->b,
+                           .b_res = LW->b_res, .sinkhorn_iters = ND_SINKHORN_ITERS, .u = s->u, .y = s->b,
                            .scratch = s->xh /* free again once the maps are computed */};
         be->ops.rmsnorm(be, s->X, nd_, T, NULL, s->xh);
         {

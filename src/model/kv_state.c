@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/kv_state.h"
+#include "model/params.h"
 
 #define DEFAULT_CHUNK 64 /* large enough to amortise weight decoding, small enough to keep scratch small */
 
@@ -20,15 +21,19 @@ static size_t work_needed(const nd_model *m, int C, int slots)
 {
     const nd_weights *w = &m->weights;
     const nd_backend *be = m->be;
-    size_t mx = be->ops.matmul_work_floats(be, &w->embedding, C);
-#define TAKE(mat) do { size_t z = be->ops.matmul_work_floats(be, (mat), C); if (z > mx) mx = z; } while (0)
-    for (int l = 0; l < w->cfg.num_layers; l++) {
-        const nd_layer_weights *L = &w->layers[l];
-        TAKE(&L->q_proj); TAKE(&L->k_proj); TAKE(&L->v_proj); TAKE(&L->gate_proj); TAKE(&L->out_proj);
-        TAKE(&L->phi_pre); TAKE(&L->phi_post); TAKE(&L->phi_res);
+        size_t mx = 0;
+    /* every matrix of model/params.def that nd_state_eval multiplies: not the
+     * heads' projections, not the engram tables (only gathered) */
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->kind != ND_KIND_MATRIX || p->gather || p->scope == ND_SCOPE_HEAD || !nd_param_in_config(p, &w->cfg))
+            continue;
+        int count = nd_param_instances(w, p);
+        for (int k = 0; k < count; k++) {
+            size_t z = be->ops.matmul_work_floats(be, nd_param_field_c(p, nd_param_base_c(w, p, k)), C);
+            if (z > mx) mx = z;
+        }
     }
-    for (int s = 0; s < w->cfg.num_sites; s++) { TAKE(&w->sites[s].key_proj); TAKE(&w->sites[s].value_proj); }
-#undef TAKE
     const nd_config *c = &w->cfg;
     nd_attn_args a = {.T = C, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
                       .head_dim = c->head_dim, .cache_slots = slots};

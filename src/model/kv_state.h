@@ -3,10 +3,10 @@
 #ifndef ND_KV_STATE_H
 #define ND_KV_STATE_H
 
+#include "model/formulas.h" /* ND_ENGRAM_TAPS */
 #include "model/model.h"
 
 /* Engram value taps reach back 3 dilations: v_{t - j*D}, j = 0..3. */
-#define ND_ENGRAM_TAPS 4
 
 struct nd_state {
     const nd_model *m;

@@ -3,25 +3,26 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/formulas.h"
 #include "model/model.h"
+#include "model/params.h"
 
-/* Every matrix the forward pass and the heads read, for the float path. */
+/* Every matrix the forward pass and the heads read (model/params.def), for
+ * the float path. */
 static int list_matrices(nd_weights *w, nd_matrix **out, int max)
 {
     int n = 0;
-#define ADD(mp) do { if (n < max) out[n] = (mp); n++; } while (0)
-    ADD(&w->embedding);
-    for (int l = 0; l < w->cfg.num_layers; l++) {
-        nd_layer_weights *L = &w->layers[l];
-        ADD(&L->q_proj); ADD(&L->k_proj); ADD(&L->v_proj); ADD(&L->gate_proj); ADD(&L->out_proj);
-        ADD(&L->phi_pre); ADD(&L->phi_post); ADD(&L->phi_res);
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->kind != ND_KIND_MATRIX || !nd_param_in_config(p, &w->cfg)) continue;
+        int count = nd_param_instances(w, p);
+        for (int k = 0; k < count; k++) {
+            void *base = nd_param_base(w, p, k);
+            if (p->scope == ND_SCOPE_HEAD && !((nd_head_weights *)base)->present) continue;
+            if (n < max) out[n] = nd_param_field(p, base);
+            n++;
+        }
     }
-    for (int s = 0; s < w->cfg.num_sites; s++) {
-        ADD(&w->sites[s].tables); ADD(&w->sites[s].key_proj); ADD(&w->sites[s].value_proj);
-    }
-    if (w->contrastive.present) ADD(&w->contrastive.proj);
-    if (w->confidence.present) ADD(&w->confidence.proj);
-#undef ADD
     return n;
 }
 
@@ -77,9 +78,9 @@ static int check_matrix(const nd_matrix *m, int rows, int cols, const char *name
 static int check_weights(const nd_weights *w, needle_error *err)
 {
     const nd_config *c = &w->cfg;
-    int d = c->d_model, A = c->num_heads * c->head_dim, KV = c->kv_dim, n = c->mhc_lanes, rc;
+    int d = c->d_model, n = c->mhc_lanes, rc;
     if (d <= 0 || c->vocab_size <= 0 || c->num_layers <= 0 || c->head_dim <= 0 || c->head_dim % 2 ||
-        c->num_kv_heads <= 0 || c->num_heads % c->num_kv_heads || n <= 0 || n > 16 || c->hada_n < d ||
+        c->num_kv_heads <= 0 || c->num_heads % c->num_kv_heads || n <= 0 || n > ND_MAX_LANES || c->hada_n < d ||
         (c->hada_n & (c->hada_n - 1)) || c->num_sites < 0 || c->num_sites > ND_MAX_SITES || c->num_orders < 1 ||
         c->num_orders > ND_MAX_ORDERS || c->engram_heads_eff < 1 || c->engram_slots < 1 || c->conv_dilation < 1)
         return nd_errorf(err, NEEDLE_EFORMAT, "model: unsupported geometry (d %d, heads %d/%d, lanes %d)", d,
@@ -87,40 +88,32 @@ static int check_weights(const nd_weights *w, needle_error *err)
     for (int i = 0; i < c->num_orders; i++)
         if (c->engram_orders[i] < 1 || c->engram_orders[i] > 8 || c->engram_orders[i] > c->conv_dilation)
             return nd_errorf(err, NEEDLE_EFORMAT, "model: engram order %d out of range", c->engram_orders[i]);
-    if ((rc = check_matrix(&w->embedding, c->vocab_size, d, "embedding", 0, err))) return rc;
-    if (!w->final_norm || !w->layers) return nd_errorf(err, NEEDLE_EFORMAT, "model: missing final_norm or layers");
-    for (int l = 0; l < c->num_layers; l++) {
-        const nd_layer_weights *L = &w->layers[l];
-        if ((rc = check_matrix(&L->q_proj, A, d, "q_proj", l, err)) || (rc = check_matrix(&L->k_proj, KV, d, "k_proj", l, err)) ||
-            (rc = check_matrix(&L->v_proj, KV, d, "v_proj", l, err)) ||
-            (rc = check_matrix(&L->gate_proj, A, d, "gate_proj", l, err)) ||
-            (rc = check_matrix(&L->out_proj, d, A, "out_proj", l, err)) ||
-            (rc = check_matrix(&L->phi_pre, n, n * d, "mhc_phi_pre", l, err)) ||
-            (rc = check_matrix(&L->phi_post, n, n * d, "mhc_phi_post", l, err)) ||
-            (rc = check_matrix(&L->phi_res, n * n, n * d, "mhc_phi_res", l, err)))
-            return rc;
-        if (!L->norm_in || !L->q_norm || !L->k_norm || !L->post_attn_norm || !L->pre_hada_norm || !L->d1 || !L->d2 ||
-            !L->d3 || !L->b_pre || !L->b_post || !L->b_res)
-            return nd_errorf(err, NEEDLE_EFORMAT, "model: layer %d is missing a vector", l);
+    if (!w->layers) return nd_errorf(err, NEEDLE_EFORMAT, "model: missing layers");
+    /* every parameter of model/params.def: matrices exactly their shape, vectors present */
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (!nd_param_in_config(p, c)) continue;
+        int count = nd_param_instances(w, p);
+        for (int k = 0; k < count; k++) {
+            const void *base = nd_param_base_c(w, p, k);
+            const nd_head_weights *h = p->scope == ND_SCOPE_HEAD ? base : NULL;
+            if (h && !h->present) continue;
+            if (h && (h->num_probes < 1 || h->out_dim < 1))
+                return nd_errorf(err, NEEDLE_EFORMAT, "model: head %d is inconsistent", k);
+            const void *f = nd_param_field_c(p, base);
+            if (p->kind == ND_KIND_MATRIX) {
+                int rows = (int)nd_dim_value_sized(c, p->rows, h ? h->num_probes : 0, h ? h->out_dim : 0);
+                int cols = (int)nd_dim_value_sized(c, p->cols, h ? h->num_probes : 0, h ? h->out_dim : 0);
+                if ((rc = check_matrix(f, rows, cols, p->field_name, k, err))) return rc;
+            } else if (p->kind == ND_KIND_VECTOR && !*(const float *const *)f &&
+                       (!h || nd_param_in_head_ckpt(p, k))) { /* a head may lack what its checkpoint lacks */
+                return nd_errorf(err, NEEDLE_EFORMAT, "model: %s[%d] is missing", p->field_name, k);
+            }
+        }
     }
-    for (int i = 0; i < c->num_sites; i++) {
-        const nd_site_weights *S = &w->sites[i];
-        int ew = c->num_tables * c->engram_sub;
-        if (c->engram_layers[i] < 0 || c->engram_layers[i] >= c->num_layers || !S->taps)
+    for (int i = 0; i < c->num_sites; i++)
+        if (c->engram_layers[i] < 0 || c->engram_layers[i] >= c->num_layers)
             return nd_errorf(err, NEEDLE_EFORMAT, "model: engram site %d is invalid", i);
-        if ((rc = check_matrix(&S->tables, c->num_tables * c->engram_slots, c->engram_sub, "engram.tables", i, err)) ||
-            (rc = check_matrix(&S->key_proj, d, ew, "engram.key_proj", i, err)) ||
-            (rc = check_matrix(&S->value_proj, d, ew, "engram.value_proj", i, err)))
-            return rc;
-    }
-    const nd_head_weights *heads[2] = {&w->contrastive, &w->confidence};
-    for (int i = 0; i < 2; i++) {
-        const nd_head_weights *h = heads[i];
-        if (!h->present) continue;
-        if (h->num_probes < 1 || h->out_dim < 1 || !h->probes ||
-            (rc = check_matrix(&h->proj, h->out_dim, h->num_probes * d, i ? "confidence.proj" : "contrastive.proj", 0, err)))
-            return rc ? rc : nd_errorf(err, NEEDLE_EFORMAT, "model: head %d is inconsistent", i);
-    }
     return 0;
 }
 

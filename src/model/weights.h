@@ -15,38 +15,61 @@
 #include "core/matrix.h"
 #include "model/config.h"
 
+/* The parameter fields of each struct are generated from model/params.def:
+ * MATRIX -> nd_matrix, VECTOR -> const float * (float32, in the engine's
+ * layout), SCALAR -> float, each under its table name (e.g. q_proj [A, d],
+ * norm_in [d], b_res [n*n] with b_res[i*n+j], phi_res [n*n, n*d] row i*n+j). */
+#define ND_WEIGHT_FIELD_MATRIX(f) nd_matrix f;
+#define ND_WEIGHT_FIELD_VECTOR(f) const float *f;
+#define ND_WEIGHT_FIELD_SCALAR(f) float f;
+#define ND_FIELD_IF_GLOBAL_GLOBAL(KIND, f) ND_WEIGHT_FIELD_##KIND(f)
+#define ND_FIELD_IF_GLOBAL_LAYER(KIND, f)
+#define ND_FIELD_IF_GLOBAL_SITE(KIND, f)
+#define ND_FIELD_IF_GLOBAL_HEAD(KIND, f)
+#define ND_FIELD_IF_LAYER_GLOBAL(KIND, f)
+#define ND_FIELD_IF_LAYER_LAYER(KIND, f) ND_WEIGHT_FIELD_##KIND(f)
+#define ND_FIELD_IF_LAYER_SITE(KIND, f)
+#define ND_FIELD_IF_LAYER_HEAD(KIND, f)
+#define ND_FIELD_IF_SITE_GLOBAL(KIND, f)
+#define ND_FIELD_IF_SITE_LAYER(KIND, f)
+#define ND_FIELD_IF_SITE_SITE(KIND, f) ND_WEIGHT_FIELD_##KIND(f)
+#define ND_FIELD_IF_SITE_HEAD(KIND, f)
+#define ND_FIELD_IF_HEAD_GLOBAL(KIND, f)
+#define ND_FIELD_IF_HEAD_LAYER(KIND, f)
+#define ND_FIELD_IF_HEAD_SITE(KIND, f)
+#define ND_FIELD_IF_HEAD_HEAD(KIND, f) ND_WEIGHT_FIELD_##KIND(f)
+
 typedef struct nd_layer_weights {
-    const float *norm_in, *q_norm, *k_norm, *post_attn_norm, *pre_hada_norm; /* d, hd, hd, d, d */
-    const float *d1, *d2, *d3;                                               /* N_h each */
-    float attn_gate;
-    nd_matrix q_proj, k_proj, v_proj, gate_proj, out_proj; /* [A,d] [KV,d] [KV,d] [A,d] [d,A] */
-    float a_pre, a_post, a_res;
-    const float *b_pre, *b_post, *b_res;  /* n, n, n*n (b_res[i*n+j]) */
-    nd_matrix phi_pre, phi_post, phi_res; /* [n, n*d], [n, n*d], [n*n, n*d] (row i*n+j) */
+#define ND_PARAM(ROLE, field, SCOPE, KIND, ...) ND_FIELD_IF_LAYER_##SCOPE(KIND, field)
+#include "model/params.def"
+#undef ND_PARAM
 } nd_layer_weights;
 
 typedef struct nd_site_weights {
-    int layer;
-    nd_matrix tables;               /* [T_e*slots, sub]: row k*slots + idx */
-    nd_matrix key_proj, value_proj; /* [d, T_e*sub] */
-    const float *taps;              /* [4, d] */
+    int layer; /* the layer the site sits at */
+#define ND_PARAM(ROLE, field, SCOPE, KIND, ...) ND_FIELD_IF_SITE_##SCOPE(KIND, field)
+#include "model/params.def"
+#undef ND_PARAM
 } nd_site_weights;
 
 typedef struct nd_head_weights {
     int present;
     int num_probes, out_dim;
-    const float *probes; /* [P, d] */
-    nd_matrix proj;      /* [out, P*d] */
-    const float *bias;   /* out (zeros for the contrastive head) */
-    float log_temp;      /* contrastive only (0 when unknown, e.g. from .cact) */
+    /* probes [P, d], proj [out, P*d], bias [out] (zeros for the contrastive
+     * head), log_temp (contrastive only; 0 when unknown, e.g. from .cact) */
+#define ND_PARAM(ROLE, field, SCOPE, KIND, ...) ND_FIELD_IF_HEAD_##SCOPE(KIND, field)
+#include "model/params.def"
+#undef ND_PARAM
 } nd_head_weights;
 
 typedef struct nd_weights {
     nd_config cfg;
-    nd_matrix embedding; /* [V, d] */
+    /* embedding [V, d], final_norm [d], ... (params.def, scope GLOBAL) */
+#define ND_PARAM(ROLE, field, SCOPE, KIND, ...) ND_FIELD_IF_GLOBAL_##SCOPE(KIND, field)
+#include "model/params.def"
+#undef ND_PARAM
     nd_layer_weights *layers; /* num_layers */
     nd_site_weights sites[ND_MAX_SITES]; /* num_sites, in cfg.engram_layers order */
-    const float *final_norm; /* d */
     nd_head_weights contrastive, confidence;
     float codebooks[28]; /* cb2[4] | cb3[8] | cb4[16] as in the .cact header */
     float ternary_codebook[4];

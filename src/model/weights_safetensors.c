@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/params.h"
 #include "model/weights.h"
 
 typedef struct loader {
@@ -52,11 +53,10 @@ static int need(loader *L, const char *name, int ndim, const int64_t *shape, con
     return 0;
 }
 
-#define SHAPE(...) (const int64_t[]){__VA_ARGS__}
-#define NEED(name, nd, ...)                                          \
-    do {                                                             \
-        int rc_ = need(L, name, nd, SHAPE(__VA_ARGS__), &t);         \
-        if (rc_) return rc_;                                         \
+#define TRY(x)                 \
+    do {                       \
+        int rc_ = (x);         \
+        if (rc_) return rc_;   \
     } while (0)
 
 static float *take(loader *L, size_t n)
@@ -102,157 +102,80 @@ static int vec(loader *L, const nd_st_tensor *t, size_t off, size_t count, const
     return 0;
 }
 
-#define TRY(x)                 \
-    do {                       \
-        int rc_ = (x);         \
-        if (rc_) return rc_;   \
-    } while (0)
-
-static int load_layers(loader *L)
+/* One parameter of model/params.def for instance `index` (site or head;
+ * every layer at once for LAYER scope): found by checkpoint name, checked
+ * against the shape the config implies, and bound into the weights. */
+static int load_param(loader *L, const nd_param_desc *p, int index)
 {
-    const nd_config *c = &L->w->cfg;
-    const int64_t nl = c->num_layers, d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim;
-    const int64_t Nh = c->hada_n, n = c->mhc_lanes;
-    const nd_st_tensor *t;
-    nd_layer_weights *ly = L->w->layers;
-    static const char *const P = "stack.layers.block.";
+    nd_weights *w = L->w;
+    const nd_config *c = &w->cfg;
+    int head = p->scope == ND_SCOPE_HEAD ? index : -1;
     char name[160];
-
-    /* per-layer vectors: (L, len) slices */
-    static const struct {
-        const char *leaf;
-        size_t field; /* offset of the const float* in nd_layer_weights */
-        int len;      /* 0: d, 1: hd, 2: N_h */
-    } vecs[] = {
-        {"ZCRMSNorm_0.scale", offsetof(nd_layer_weights, norm_in), 0},
-        {"self_attn.q_norm.scale", offsetof(nd_layer_weights, q_norm), 1},
-        {"self_attn.k_norm.scale", offsetof(nd_layer_weights, k_norm), 1},
-        {"post_attn_norm.scale", offsetof(nd_layer_weights, post_attn_norm), 0},
-        {"pre_hada_norm.scale", offsetof(nd_layer_weights, pre_hada_norm), 0},
-        {"hadamard_mlp.d1", offsetof(nd_layer_weights, d1), 2},
-        {"hadamard_mlp.d2", offsetof(nd_layer_weights, d2), 2},
-        {"hadamard_mlp.d3", offsetof(nd_layer_weights, d3), 2},
-    };
-    for (size_t k = 0; k < sizeof vecs / sizeof vecs[0]; k++) {
-        int64_t len = vecs[k].len == 0 ? d : vecs[k].len == 1 ? hd : Nh;
-        snprintf(name, sizeof name, "%s%s", P, vecs[k].leaf);
-        NEED(name, 2, nl, len);
-        for (int64_t l = 0; l < nl; l++)
-            TRY(vec(L, t, (size_t)(l * len), (size_t)len, (const float **)(void *)((char *)&ly[l] + vecs[k].field)));
-    }
-
-    /* attention kernels: (L, in, out) -> per layer [out, in] */
-    static const struct {
-        const char *leaf;
-        size_t field;
-        int in_a, out_a; /* 1: uses A, 2: uses KV, 0: d */
-    } kernels[] = {
-        {"self_attn.q_proj.kernel", offsetof(nd_layer_weights, q_proj), 0, 1},
-        {"self_attn.k_proj.kernel", offsetof(nd_layer_weights, k_proj), 0, 2},
-        {"self_attn.v_proj.kernel", offsetof(nd_layer_weights, v_proj), 0, 2},
-        {"self_attn.gate_proj.kernel", offsetof(nd_layer_weights, gate_proj), 0, 1},
-        {"self_attn.out_proj.kernel", offsetof(nd_layer_weights, out_proj), 1, 0},
-    };
-    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
-        int64_t in = kernels[k].in_a == 1 ? A : d;
-        int64_t out = kernels[k].out_a == 1 ? A : kernels[k].out_a == 2 ? KV : d;
-        snprintf(name, sizeof name, "%s%s", P, kernels[k].leaf);
-        NEED(name, 3, nl, in, out);
-        for (int64_t l = 0; l < nl; l++)
-            TRY(transposed(L, t, (size_t)(l * in * out), (int)in, (int)out,
-                           (nd_matrix *)(void *)((char *)&ly[l] + kernels[k].field)));
-    }
-
-    snprintf(name, sizeof name, "%sattn_gate", P);
-    NEED(name, 1, nl);
-    for (int64_t l = 0; l < nl; l++) ly[l].attn_gate = nd_st_get_f32(t, (size_t)l);
-
-    /* mHC: scalars (L,), biases (L,n) / (L,n,n), projections (L, n*d, out) */
-    NEED("stack.mhc_a_pre", 1, nl);
-    for (int64_t l = 0; l < nl; l++) ly[l].a_pre = nd_st_get_f32(t, (size_t)l);
-    NEED("stack.mhc_a_post", 1, nl);
-    for (int64_t l = 0; l < nl; l++) ly[l].a_post = nd_st_get_f32(t, (size_t)l);
-    NEED("stack.mhc_a_res", 1, nl);
-    for (int64_t l = 0; l < nl; l++) ly[l].a_res = nd_st_get_f32(t, (size_t)l);
-    NEED("stack.mhc_b_pre", 2, nl, n);
-    for (int64_t l = 0; l < nl; l++) TRY(vec(L, t, (size_t)(l * n), (size_t)n, &ly[l].b_pre));
-    NEED("stack.mhc_b_post", 2, nl, n);
-    for (int64_t l = 0; l < nl; l++) TRY(vec(L, t, (size_t)(l * n), (size_t)n, &ly[l].b_post));
-    NEED("stack.mhc_b_res", 3, nl, n, n);
-    for (int64_t l = 0; l < nl; l++) TRY(vec(L, t, (size_t)(l * n * n), (size_t)(n * n), &ly[l].b_res));
-    NEED("stack.mhc_phi_pre", 3, nl, n * d, n);
-    for (int64_t l = 0; l < nl; l++) TRY(transposed(L, t, (size_t)(l * n * d * n), (int)(n * d), (int)n, &ly[l].phi_pre));
-    NEED("stack.mhc_phi_post", 3, nl, n * d, n);
-    for (int64_t l = 0; l < nl; l++)
-        TRY(transposed(L, t, (size_t)(l * n * d * n), (int)(n * d), (int)n, &ly[l].phi_post));
-    NEED("stack.mhc_phi_res", 3, nl, n * d, n * n);
-    for (int64_t l = 0; l < nl; l++)
-        TRY(transposed(L, t, (size_t)(l * n * d * n * n), (int)(n * d), (int)(n * n), &ly[l].phi_res));
-    return 0;
-}
-
-static int load_sites(loader *L)
-{
-    const nd_config *c = &L->w->cfg;
-    const int64_t d = c->d_model, Te = c->num_tables, slots = c->engram_slots, sub = c->engram_sub;
-    const nd_st_tensor *t;
-    char name[96];
-    for (int s = 0; s < c->num_sites; s++) {
-        nd_site_weights *site = &L->w->sites[s];
-        site->layer = c->engram_layers[s];
-        snprintf(name, sizeof name, "engrams_%d.embedding", s);
-        NEED(name, 3, Te, slots, sub);
-        const float *tab;
-        TRY(vec(L, t, 0, (size_t)(Te * slots * sub), &tab));
-        site->tables = (nd_matrix){.kind = ND_MAT_F32, .rows = (int)(Te * slots), .cols = (int)sub, .f32 = tab};
-        snprintf(name, sizeof name, "engrams_%d.key_proj.kernel", s);
-        NEED(name, 2, Te * sub, d);
-        TRY(transposed(L, t, 0, (int)(Te * sub), (int)d, &site->key_proj));
-        snprintf(name, sizeof name, "engrams_%d.value_proj.kernel", s);
-        NEED(name, 2, Te * sub, d);
-        TRY(transposed(L, t, 0, (int)(Te * sub), (int)d, &site->value_proj));
-        snprintf(name, sizeof name, "engrams_%d.taps", s);
-        NEED(name, 2, 4, d);
-        TRY(vec(L, t, 0, (size_t)(4 * d), &site->taps));
+    int64_t shape[4];
+    nd_param_ckpt_name(p, index, name, sizeof name);
+    int ndim = nd_param_ckpt_shape(p, c, head, shape);
+    const nd_st_tensor *t = nd_st_find(&L->st, name);
+    /* a one-element tensor outside the layers may also be written as a scalar () */
+    if (t && t->ndim == 0 && p->kind == ND_KIND_SCALAR && p->scope != ND_SCOPE_LAYER) ndim = 0;
+    TRY(need(L, name, ndim, shape, &t));
+    int layers = p->scope == ND_SCOPE_LAYER ? c->num_layers : 1;
+    size_t per = (size_t)nd_param_elems(p, c, head);
+    for (int l = 0; l < layers; l++) {
+        void *f = nd_param_field(p, nd_param_base(w, p, p->scope == ND_SCOPE_LAYER ? l : index));
+        size_t off = (size_t)l * per;
+        if (p->kind == ND_KIND_SCALAR) {
+            *(float *)f = nd_st_get_f32(t, off);
+        } else if (p->kind == ND_KIND_VECTOR) {
+            TRY(vec(L, t, off, per, (const float **)f));
+        } else {
+            int rows = (int)nd_dim_value(c, p->rows, head), cols = (int)nd_dim_value(c, p->cols, head);
+            nd_matrix *m = f;
+            if (p->transpose) {
+                TRY(transposed(L, t, off, cols, rows, m));
+            } else {
+                const float *data;
+                TRY(vec(L, t, off, per, &data));
+                *m = (nd_matrix){.kind = ND_MAT_F32, .rows = rows, .cols = cols, .f32 = data};
+            }
+        }
     }
     return 0;
 }
 
-/* Optional heads: present when "<head>.probes" is; then every part is required. */
-static int load_heads(loader *L)
+/* A head is present when its first parameter is; then each parameter its
+ * checkpoint carries is required, and the others read as their init
+ * constant (the contrastive head has no bias: the engine reads zeros). */
+static int load_head(loader *L, int k)
 {
-    const nd_config *c = &L->w->cfg;
-    const int64_t d = c->d_model, C = c->contrastive_dim;
-    const nd_st_tensor *t;
-    nd_head_weights *h = &L->w->contrastive;
-    if (nd_st_find(&L->st, "contrastive_head.probes")) {
-        h->present = 1;
-        h->num_probes = 4;
-        h->out_dim = (int)C;
-        NEED("contrastive_head.probes", 2, 4, d);
-        TRY(vec(L, t, 0, (size_t)(4 * d), &h->probes));
-        NEED("contrastive_head.proj.kernel", 2, 4 * d, C);
-        TRY(transposed(L, t, 0, (int)(4 * d), (int)C, &h->proj));
-        t = nd_st_find(&L->st, "contrastive_head.log_temp");
-        if (t && t->ndim == 0) NEED("contrastive_head.log_temp", 0, 0);
-        else NEED("contrastive_head.log_temp", 1, 1);
-        h->log_temp = nd_st_get_f32(t, 0);
-        float *zeros = take(L, (size_t)C); /* the model has no bias: the engine reads zeros */
-        if (!zeros) return nd_errorf(L->err, NEEDLE_ENOMEM, "%s: arena exhausted", L->path);
-        memset(zeros, 0, sizeof(float) * (size_t)C);
-        h->bias = zeros;
-    }
-    h = &L->w->confidence;
-    if (nd_st_find(&L->st, "confidence_head.probes")) {
-        h->present = 1;
-        h->num_probes = 8;
-        h->out_dim = 1;
-        NEED("confidence_head.probes", 2, 8, d);
-        TRY(vec(L, t, 0, (size_t)(8 * d), &h->probes));
-        NEED("confidence_head.proj.kernel", 2, 8 * d, 1);
-        TRY(transposed(L, t, 0, (int)(8 * d), 1, &h->proj));
-        NEED("confidence_head.proj.bias", 1, 1);
-        TRY(vec(L, t, 0, 1, &h->bias));
+    nd_weights *w = L->w;
+    nd_head_weights *h = (nd_head_weights *)(void *)((char *)w + nd_param_heads[k].offset);
+    int first = 1;
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->scope != ND_SCOPE_HEAD || !nd_param_in_config(p, &w->cfg)) continue;
+        if (first) {
+            char name[160];
+            nd_param_ckpt_name(p, k, name, sizeof name);
+            if (!nd_st_find(&L->st, name)) return 0;
+            h->present = 1;
+            h->num_probes = nd_param_heads[k].num_probes;
+            h->out_dim = nd_head_out_dim(&w->cfg, k);
+            first = 0;
+        }
+        if (nd_param_in_head_ckpt(p, k)) {
+            TRY(load_param(L, p, k));
+            continue;
+        }
+        void *f = nd_param_field(p, h);
+        if (p->kind == ND_KIND_SCALAR) {
+            *(float *)f = (float)p->init_value;
+        } else if (p->kind == ND_KIND_VECTOR) {
+            size_t n = (size_t)nd_param_elems(p, &w->cfg, k);
+            float *v = take(L, n);
+            if (!v) return nd_errorf(L->err, NEEDLE_ENOMEM, "%s: arena exhausted", L->path);
+            for (size_t j = 0; j < n; j++) v[j] = (float)p->init_value;
+            *(const float **)f = v;
+        }
     }
     return 0;
 }
@@ -279,17 +202,15 @@ static int load(loader *L)
     if (!L->arena || !w->layers) return nd_errorf(L->err, NEEDLE_ENOMEM, "%s: out of memory", L->path);
     w->owned = L->arena;
 
-    const nd_st_tensor *t;
-    const int64_t V = w->cfg.vocab_size, d = w->cfg.d_model;
-    NEED("embedding.embedding", 2, V, d);
-    const float *emb;
-    TRY(vec(L, t, 0, (size_t)(V * d), &emb));
-    w->embedding = (nd_matrix){.kind = ND_MAT_F32, .rows = (int)V, .cols = (int)d, .f32 = emb};
-    NEED("stack.final_norm.scale", 1, d);
-    TRY(vec(L, t, 0, (size_t)d, &w->final_norm));
-    TRY(load_layers(L));
-    TRY(load_sites(L));
-    TRY(load_heads(L));
+    for (int s = 0; s < w->cfg.num_sites; s++) w->sites[s].layer = w->cfg.engram_layers[s];
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (!nd_param_in_config(p, &w->cfg)) continue;
+        if (p->scope == ND_SCOPE_SITE)
+            for (int s = 0; s < w->cfg.num_sites; s++) TRY(load_param(L, p, s));
+        else if (p->scope != ND_SCOPE_HEAD) TRY(load_param(L, p, 0));
+    }
+    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) TRY(load_head(L, k));
     return 0;
 }
 

@@ -12,6 +12,9 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "model/formulas.h"
+#include "model/params.h"
+#include "train/adamw.h"
 
 /* ------------------------------------------------------------------ parameters */
 
@@ -42,31 +45,19 @@ void nd_head_params_free(nd_head_params *h)
 
 /* ------------------------------------------------------------------ pooling */
 
+/* A plain dot product in index order (the trainer's pooling kernel). */
+static float dot_plain(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int j = 0; j < n; j++) s += a[j] * b[j];
+    return s;
+}
+
 void nd_head_pool_fwd(const nd_head_params *h, const nd_cells *c, float *pooled, float *wts)
 {
-    int d = h->d;
-    float inv = 1.0f / sqrtf((float)d);
-    for (int k = 0; k < h->P; k++) {
-        const float *p = h->probes + (size_t)k * d;
-        float *w = wts + (size_t)k * c->n;
-        float mx = -INFINITY;
-        for (int i = 0; i < c->n; i++) {
-            const float *x = c->x + (size_t)i * d;
-            float s = 0.0f;
-            for (int j = 0; j < d; j++) s += x[j] * p[j];
-            w[i] = s * inv;
-            if (w[i] > mx) mx = w[i];
-        }
-        double sum = 0.0;
-        for (int i = 0; i < c->n; i++) sum += (w[i] = expf(w[i] - mx));
-        float *o = pooled + (size_t)k * d;
-        memset(o, 0, sizeof(float) * (size_t)d);
-        for (int i = 0; i < c->n; i++) {
-            w[i] = (float)(w[i] / sum);
-            const float *x = c->x + (size_t)i * d;
-            for (int j = 0; j < d; j++) o[j] += w[i] * x[j];
-        }
-    }
+    for (int k = 0; k < h->P; k++)
+        nd_probe_pool(c->x, c->n, h->d, h->probes + (size_t)k * h->d, dot_plain, wts + (size_t)k * c->n,
+                      pooled + (size_t)k * h->d);
 }
 
 void nd_head_pool_bwd(const nd_head_params *h, const nd_cells *c, const float *pooled, const float *wts,
@@ -275,25 +266,6 @@ double nd_ece(const double *p, const int *y, int n, int bins)
     return ece;
 }
 
-/* ------------------------------------------------------------------ Adam */
-
-typedef struct adam {
-    float *m, *v;
-    long t;
-} adam;
-
-static void adam_step(adam *a, float *w, const float *g, size_t n, double lr)
-{
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    a->t++;
-    double c1 = 1.0 - pow(b1, (double)a->t), c2 = 1.0 - pow(b2, (double)a->t);
-    for (size_t i = 0; i < n; i++) {
-        a->m[i] = (float)(b1 * a->m[i] + (1 - b1) * g[i]);
-        a->v[i] = (float)(b2 * a->v[i] + (1 - b2) * (double)g[i] * g[i]);
-        w[i] -= (float)(lr * (a->m[i] / c1) / (sqrt(a->v[i] / c2) + eps));
-    }
-}
-
 /* ------------------------------------------------------------------ data */
 
 typedef struct row {
@@ -453,28 +425,64 @@ static void init_head(nd_head_params *h, const nd_head_weights *w, nd_rng *rng)
     nd_rng_fill_normal(rng, h->W, (size_t)h->out * pd, 0.0f, 0.02f);
 }
 
-/* Copy the input checkpoint with the head tensors replaced (kernels back to [in, out]). */
+/* Is `name` the checkpoint name of a head tensor of model/params.def? */
+static int is_head_tensor(const char *name)
+{
+    char nm[96];
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        if (nd_params[i].scope != ND_SCOPE_HEAD) continue;
+        for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+            nd_param_ckpt_name(&nd_params[i], k, nm, sizeof nm);
+            if (!strcmp(nm, name)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A head dimension of model/params.def for a trained head. */
+static int64_t head_dim_value(nd_dim dim, const nd_head_params *h)
+{
+    switch (dim) {
+    case ND_DIM_PROBES: return h->P;
+    case ND_DIM_D: return h->d;
+    case ND_DIM_PD: return (int64_t)h->P * h->d;
+    case ND_DIM_HEAD_OUT: return h->out;
+    default: return 1;
+    }
+}
+
+/* Copy the input checkpoint with the head tensors replaced (kernels back to
+ * [in, out]): every head line of model/params.def that the head's checkpoint
+ * carries, under its table name. */
 static int write_checkpoint(const char *in_path, const char *out_path, const nd_head_params *conf,
                             const nd_head_params *con, needle_error *err)
 {
     nd_safetensors st;
     int rc = nd_st_open(in_path, &st, err);
     if (rc) return rc;
-    size_t pdc = (size_t)conf->P * conf->d, pdk = (size_t)con->P * con->d;
-    float *conf_k = malloc(sizeof(float) * pdc * conf->out), *con_k = malloc(sizeof(float) * pdk * con->out);
-    nd_st_out_tensor *t = calloc(st.count + 8, sizeof *t);
-    if (!conf_k || !con_k || !t) {
+    const nd_head_params *hp[ND_NUM_HEAD_KINDS] = {[ND_HEAD_INDEX_CONTRASTIVE] = con, [ND_HEAD_INDEX_CONFIDENCE] = conf};
+    float *kernel[ND_NUM_HEAD_KINDS] = {0};
+    enum { MAX_HEAD_TENSORS = 4 * ND_P_COUNT };
+    char(*names)[96] = malloc(MAX_HEAD_TENSORS * sizeof *names);
+    nd_st_out_tensor *t = calloc(st.count + MAX_HEAD_TENSORS, sizeof *t);
+    int ok = t != NULL && names != NULL;
+    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+        const nd_head_params *h = hp[k];
+        size_t pd = (size_t)h->P * h->d;
+        kernel[k] = ok ? malloc(sizeof(float) * pd * (size_t)h->out) : NULL;
+        if (!kernel[k]) ok = 0;
+        else
+            for (size_t i = 0; i < pd; i++)
+                for (int o = 0; o < h->out; o++) kernel[k][i * (size_t)h->out + (size_t)o] = h->W[(size_t)o * pd + i];
+    }
+    if (!ok) {
         rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", out_path);
         goto out;
     }
-    for (size_t i = 0; i < pdc; i++)
-        for (int o = 0; o < conf->out; o++) conf_k[i * conf->out + o] = conf->W[(size_t)o * pdc + i];
-    for (size_t i = 0; i < pdk; i++)
-        for (int o = 0; o < con->out; o++) con_k[i * con->out + o] = con->W[(size_t)o * pdk + i];
     size_t n = 0;
     for (size_t i = 0; i < st.count; i++) {
         const nd_st_tensor *s = &st.tensors[i];
-        if (!strncmp(s->name, "confidence_head.", 16) || !strncmp(s->name, "contrastive_head.", 17)) continue;
+        if (is_head_tensor(s->name)) continue;
         t[n].name = s->name;
         t[n].dtype = s->dtype;
         t[n].ndim = s->ndim;
@@ -482,27 +490,38 @@ static int write_checkpoint(const char *in_path, const char *out_path, const nd_
         t[n].data = s->data;
         n++;
     }
-    const nd_st_tensor *lt = nd_st_find(&st, "contrastive_head.log_temp");
-    int lt_ndim = lt && lt->ndim == 0 ? 0 : 1;
-#define OUT(NAME, DATA, ND, S0, S1)                                                                    \
-    do {                                                                                               \
-        t[n] = (nd_st_out_tensor){.name = NAME, .dtype = ND_ST_F32, .ndim = ND, .data = DATA};         \
-        t[n].shape[0] = S0;                                                                            \
-        t[n].shape[1] = S1;                                                                            \
-        n++;                                                                                           \
-    } while (0)
-    OUT("confidence_head.probes", conf->probes, 2, conf->P, conf->d);
-    OUT("confidence_head.proj.kernel", conf_k, 2, (int64_t)pdc, conf->out);
-    OUT("confidence_head.proj.bias", conf->bias, 1, conf->out, 0);
-    OUT("contrastive_head.probes", con->probes, 2, con->P, con->d);
-    OUT("contrastive_head.proj.kernel", con_k, 2, (int64_t)pdk, con->out);
-    OUT("contrastive_head.log_temp", con->log_temp, lt_ndim, 1, 0);
-#undef OUT
+    int used = 0;
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->scope != ND_SCOPE_HEAD) continue;
+        for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+            if (!nd_param_in_head_ckpt(p, k) || used == MAX_HEAD_TENSORS) continue;
+            const nd_head_params *h = hp[k];
+            char *nm = names[used++];
+            nd_param_ckpt_name(p, k, nm, sizeof names[0]);
+            nd_st_out_tensor *o = &t[n++];
+            *o = (nd_st_out_tensor){.name = nm, .dtype = ND_ST_F32};
+            for (int d = 0; d < ND_PARAM_CK_DIMS && p->ck[d] != ND_DIM_NONE; d++) o->shape[o->ndim++] = head_dim_value(p->ck[d], h);
+            switch (p->role) {
+            case ND_P_HEAD_PROBES: o->data = h->probes; break;
+            case ND_P_HEAD_PROJ: o->data = kernel[k]; break;
+            case ND_P_HEAD_BIAS: o->data = h->bias; break;
+            case ND_P_HEAD_LOG_TEMP: {
+                /* keep the input's own form of the scalar: () or (1,) */
+                const nd_st_tensor *lt = nd_st_find(&st, nm);
+                if (lt && lt->ndim == 0) o->ndim = 0;
+                o->data = h->log_temp;
+                break;
+            }
+            default: n--; break; /* a head line this writer does not know yet */
+            }
+        }
+    }
     rc = nd_st_write(out_path, t, n, (const char *const *)st.meta_keys, (const char *const *)st.meta_values,
                      st.meta_count, err);
 out:
-    free(conf_k);
-    free(con_k);
+    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) free(kernel[k]);
+    free(names);
     free(t);
     nd_st_close(&st);
     return rc;
@@ -517,11 +536,15 @@ static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_cells *b, const int *lab, const int *idx,
                       int n, const nd_heads_train_options *o, nd_rng *rng, FILE *log, needle_error *err)
 {
-    adam ad = {calloc(h->n, sizeof(float)), calloc(h->n, sizeof(float)), 0};
+    /* the one AdamW (train/adamw.c) as plain Adam: no weight decay, no clipping */
+    nd_adamw ad;
+    int rc = nd_adamw_init(&ad, h->n, err);
+    if (rc) return rc;
+    ad.weight_decay = 0.0;
+    ad.clip_norm = 0.0;
     float *g = malloc(sizeof(float) * h->n);
     int *perm = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    int rc = 0;
-    if (!ad.m || !ad.v || !g || !perm) rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
+    if (!g || !perm) rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
     for (int ep = 0; !rc && ep < o->epochs; ep++) {
         memcpy(perm, idx, sizeof(int) * (size_t)n);
         nd_rng_shuffle_int(rng, perm, (size_t)n);
@@ -534,7 +557,7 @@ static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_c
             sum += kind == 0 ? nd_conf_loss(h, a, lab, perm + s, m, g, NULL)
                              : nd_contrastive_loss(h, a, b, lab, perm + s, m, g, NULL);
             if (kind == 0) g[h->n - 1] = 0.0f; /* the confidence head has no temperature */
-            adam_step(&ad, h->flat, g, h->n, o->lr);
+            nd_adamw_step(&ad, h->flat, g, o->lr);
             if (*h->log_temp > 4.6052f) *h->log_temp = 4.6052f; /* temperature <= 100, as CLIP clamps */
             batches++;
         }
@@ -542,8 +565,7 @@ static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_c
             fprintf(log, "  %s epoch %d: mean batch loss %.4f\n", kind ? "contrastive" : "confidence", ep + 1,
                     batches ? sum / batches : 0.0);
     }
-    free(ad.m);
-    free(ad.v);
+    nd_adamw_free(&ad);
     free(g);
     free(perm);
     return rc;

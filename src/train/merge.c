@@ -9,13 +9,16 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/params.h"
 #include "train/train_ckpt.h"
 #include "train/train_model.h"
 
+/* The layer's matrix that LoRA target t (0-based; model/params.def .lora) adapts. */
 static nd_matrix *target_matrix(nd_layer_weights *ly, int t)
 {
-    nd_matrix *m[ND_LORA_TARGETS] = {&ly->q_proj, &ly->k_proj, &ly->v_proj, &ly->gate_proj, &ly->out_proj};
-    return m[t];
+    for (int i = 0; i < ND_P_COUNT; i++)
+        if (nd_params[i].lora == t + 1) return nd_param_field(&nd_params[i], ly);
+    return NULL; /* not reached: the table has ND_LORA_TARGETS targets */
 }
 
 /* A positive number from metadata (rank, alpha). */

@@ -100,9 +100,16 @@ int nd_train_save_lora(const nd_train_model *m, const char *path, needle_error *
     char *cfg = nd_config_to_json(&m->cfg);
     char base_sum[32];
     snprintf(base_sum, sizeof base_sum, "%016" PRIx64, nd_train_base_checksum(m));
+    /* the targets' field names in target order (model/params.def .lora) */
+    char targets[160] = "";
+    for (int t = 1; t <= ND_LORA_TARGETS; t++)
+        for (int i = 0; i < ND_P_COUNT; i++)
+            if (nd_params[i].lora == t) {
+                size_t at = strlen(targets);
+                snprintf(targets + at, sizeof targets - at, "%s%s", t > 1 ? "," : "", nd_params[i].field_name);
+            }
     const char *keys[6] = {"format", "rank", "alpha", "targets", "config", "base_checksum"};
-    const char *vals[6] = {"needle-lora", rank, alpha, "q_proj,k_proj,v_proj,gate_proj,out_proj", cfg ? cfg : "{}",
-                           base_sum};
+    const char *vals[6] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum};
     int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, 6, err);
     free(cfg);
     return rc;

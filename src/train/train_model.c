@@ -11,8 +11,6 @@
 #include "train/train_ops.h"
 #include "train/train_par.h"
 
-#define BLK "stack.layers.block."
-
 /* ---- activation plan ------------------------------------------------------ */
 struct nd_train_act {
     int B, T;
@@ -115,23 +113,23 @@ int nd_train_plan(nd_train_model *m, int B, int T, needle_error *err)
 }
 
 /* ---- parameter table ------------------------------------------------------ */
-static int add_tensor(nd_train_model *m, int cap, int role, const char *name, int ndim, int64_t s0, int64_t s1,
-                      int64_t s2)
+static void add_tensor(nd_train_model *m, const nd_param_desc *p, int instance)
 {
-    if (m->n_tensors >= cap) return -1;
     nd_tensor_info *t = &m->tensors[m->n_tensors];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = s0; t->shape[1] = s1; t->shape[2] = s2; t->shape[3] = 1;
+    nd_param_ckpt_name(p, instance, t->name, sizeof t->name);
+    t->ndim = nd_param_ckpt_shape(p, &m->cfg, p->scope == ND_SCOPE_HEAD ? instance : -1, t->shape);
     size_t count = 1;
-    for (int i = 0; i < ndim; i++) count *= (size_t)t->shape[i];
+    for (int i = 0; i < t->ndim; i++) count *= (size_t)t->shape[i];
+    for (int i = t->ndim; i < 4; i++) t->shape[i] = 1;
     t->count = count;
     t->offset = m->n_params;
     m->n_params += (count + 15) & ~(size_t)15;
-    t->role = role;
-    if (role >= 0) m->role_index[role] = m->n_tensors;
+    t->param = p;
+    t->instance = instance;
+    /* the heads are carried (not trained) so a --full checkpoint keeps them */
+    t->role = p->scope == ND_SCOPE_HEAD ? -1 : (int)p->role;
+    if (t->role >= 0) m->role_index[p->role][instance] = m->n_tensors;
     m->n_tensors++;
-    return 0;
 }
 
 int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error *err)
@@ -143,56 +141,27 @@ int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error 
         return nd_errorf(err, NEEDLE_EUNSUPPORTED, "train: mhc_lanes %d outside 1..%d", c->mhc_lanes, ND_MAX_LANES);
     if (c->head_dim % 2 || c->hada_n < c->d_model)
         return nd_errorf(err, NEEDLE_EINVAL, "train: head_dim %d must be even", c->head_dim);
-    for (int i = 0; i < TP_COUNT; i++) m->role_index[i] = -1;
-    int cap = 64;
-    m->tensors = calloc((size_t)cap, sizeof *m->tensors);
-    if (!m->tensors) return nd_errorf(err, NEEDLE_ENOMEM, "train: out of memory for the tensor table");
-    int64_t L = c->num_layers, d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim;
-    int64_t n = c->mhc_lanes, Nh = c->hada_n;
-    add_tensor(m, cap, TP_EMB, "embedding.embedding", 2, c->vocab_size, d, 1);
-    add_tensor(m, cap, TP_NORM_IN, BLK "ZCRMSNorm_0.scale", 2, L, d, 1);
-    add_tensor(m, cap, TP_Q, BLK "self_attn.q_proj.kernel", 3, L, d, A);
-    add_tensor(m, cap, TP_K, BLK "self_attn.k_proj.kernel", 3, L, d, KV);
-    add_tensor(m, cap, TP_V, BLK "self_attn.v_proj.kernel", 3, L, d, KV);
-    add_tensor(m, cap, TP_GATE, BLK "self_attn.gate_proj.kernel", 3, L, d, A);
-    add_tensor(m, cap, TP_OUT, BLK "self_attn.out_proj.kernel", 3, L, A, d);
-    add_tensor(m, cap, TP_QN, BLK "self_attn.q_norm.scale", 2, L, hd, 1);
-    add_tensor(m, cap, TP_KN, BLK "self_attn.k_norm.scale", 2, L, hd, 1);
-    add_tensor(m, cap, TP_POSTN, BLK "post_attn_norm.scale", 2, L, d, 1);
-    add_tensor(m, cap, TP_PREH, BLK "pre_hada_norm.scale", 2, L, d, 1);
-    add_tensor(m, cap, TP_AGATE, BLK "attn_gate", 1, L, 1, 1);
-    add_tensor(m, cap, TP_D1, BLK "hadamard_mlp.d1", 2, L, Nh, 1);
-    add_tensor(m, cap, TP_D2, BLK "hadamard_mlp.d2", 2, L, Nh, 1);
-    add_tensor(m, cap, TP_D3, BLK "hadamard_mlp.d3", 2, L, Nh, 1);
-    add_tensor(m, cap, TP_PHI_PRE, "stack.mhc_phi_pre", 3, L, n * d, n);
-    add_tensor(m, cap, TP_PHI_POST, "stack.mhc_phi_post", 3, L, n * d, n);
-    add_tensor(m, cap, TP_PHI_RES, "stack.mhc_phi_res", 3, L, n * d, n * n);
-    add_tensor(m, cap, TP_B_PRE, "stack.mhc_b_pre", 2, L, n, 1);
-    add_tensor(m, cap, TP_B_POST, "stack.mhc_b_post", 2, L, n, 1);
-    add_tensor(m, cap, TP_B_RES, "stack.mhc_b_res", 3, L, n, n);
-    add_tensor(m, cap, TP_A_PRE, "stack.mhc_a_pre", 1, L, 1, 1);
-    add_tensor(m, cap, TP_A_POST, "stack.mhc_a_post", 1, L, 1, 1);
-    add_tensor(m, cap, TP_A_RES, "stack.mhc_a_res", 1, L, 1, 1);
-    add_tensor(m, cap, TP_FINAL, "stack.final_norm.scale", 1, d, 1, 1);
-    int64_t Te = c->num_tables, sub = c->engram_sub;
-    for (int s = 0; s < c->num_sites; s++) {
-        char name[96];
-        snprintf(name, sizeof name, "engrams_%d.embedding", s);
-        add_tensor(m, cap, TP_SITE0 + 4 * s + 0, name, 3, Te, c->engram_slots, sub);
-        snprintf(name, sizeof name, "engrams_%d.key_proj.kernel", s);
-        add_tensor(m, cap, TP_SITE0 + 4 * s + 1, name, 2, Te * sub, d, 1);
-        snprintf(name, sizeof name, "engrams_%d.value_proj.kernel", s);
-        add_tensor(m, cap, TP_SITE0 + 4 * s + 2, name, 2, Te * sub, d, 1);
-        snprintf(name, sizeof name, "engrams_%d.taps", s);
-        add_tensor(m, cap, TP_SITE0 + 4 * s + 3, name, 2, 4, d, 1);
+    for (int i = 0; i < ND_P_COUNT; i++)
+        for (int s = 0; s < ND_MAX_SITES; s++) m->role_index[i][s] = -1;
+    /* model/params.def in order (the heads come last, after everything the
+     * forward reads: the trainer relies on it) */
+    int cap = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < ND_P_COUNT; i++) {
+            const nd_param_desc *p = &nd_params[i];
+            if (!nd_param_in_config(p, c)) continue;
+            int n = p->scope == ND_SCOPE_SITE ? c->num_sites : p->scope == ND_SCOPE_HEAD ? ND_NUM_HEAD_KINDS : 1;
+            for (int k = 0; k < n; k++) {
+                if (p->scope == ND_SCOPE_HEAD && !nd_param_in_head_ckpt(p, k)) continue;
+                if (pass) add_tensor(m, p, k);
+                else cap++;
+            }
+        }
+        if (!pass) {
+            m->tensors = calloc((size_t)cap, sizeof *m->tensors);
+            if (!m->tensors) return nd_errorf(err, NEEDLE_ENOMEM, "train: out of memory for the tensor table");
+        }
     }
-    /* heads: carried (not trained) so a --full checkpoint keeps them */
-    add_tensor(m, cap, -1, "contrastive_head.probes", 2, 4, d, 1);
-    add_tensor(m, cap, -1, "contrastive_head.proj.kernel", 2, 4 * d, c->contrastive_dim, 1);
-    add_tensor(m, cap, -1, "contrastive_head.log_temp", 1, 1, 1, 1);
-    add_tensor(m, cap, -1, "confidence_head.probes", 2, 8, d, 1);
-    add_tensor(m, cap, -1, "confidence_head.proj.kernel", 2, 8 * d, 1, 1);
-    add_tensor(m, cap, -1, "confidence_head.proj.bias", 1, 1, 1, 1);
     m->params = calloc(m->n_params, sizeof(float));
     if (!m->params) {
         free(m->tensors);
@@ -222,48 +191,33 @@ void nd_train_model_free(nd_train_model *m)
 
 static void fill_normal(float *p, size_t n, double std, nd_rng *r) { nd_rng_fill_normal(r, p, n, 0.0f, (float)std); }
 
+/* The reference initialiser of model/params.def, as `needle init` uses it. */
 void nd_train_model_init_reference(nd_train_model *m, uint64_t seed)
 {
-    nd_rng r;
-    nd_rng_seed(&r, seed);
-    const nd_config *c = &m->cfg;
-    int L = c->num_layers, n = c->mhc_lanes, d = c->d_model;
-    double small = 0.02 / sqrt(2.0 * L);
     for (int i = 0; i < m->n_tensors; i++) {
         nd_tensor_info *t = &m->tensors[i];
-        float *p = m->params + t->offset;
-        int role = t->role;
-        memset(p, 0, sizeof(float) * t->count);
-        if (role == TP_OUT || (role >= TP_SITE0 && (role - TP_SITE0) % 4 == 2)) fill_normal(p, t->count, small, &r);
-        else if (role == TP_D1 || role == TP_D2) for (size_t j = 0; j < t->count; j++) p[j] = 1.0f;
-        else if (role == TP_D3) for (size_t j = 0; j < t->count; j++) p[j] = 0.02f;
-        else if (role == TP_A_PRE || role == TP_A_POST || role == TP_A_RES)
-            for (size_t j = 0; j < t->count; j++) p[j] = 0.01f;
-        else if (role == TP_B_RES)
-            for (int l = 0; l < L; l++) for (int a = 0; a < n; a++) p[((size_t)l * n + a) * n + a] = 4.0f;
-        else if (role >= TP_SITE0 && (role - TP_SITE0) % 4 == 3)
-            for (int j = 0; j < d; j++) p[j] = 1.0f;
-        else if (role == TP_NORM_IN || role == TP_QN || role == TP_KN || role == TP_POSTN || role == TP_PREH ||
-                 role == TP_AGATE || role == TP_B_PRE || role == TP_B_POST || role == TP_FINAL)
-            ; /* zeros */
-        else fill_normal(p, t->count, 0.02, &r); /* kernels, embeddings, tables, heads */
+        nd_param_init_fill(t->param, t->name, m->params + t->offset, t->ndim, t->shape, m->cfg.num_layers, seed);
     }
 }
 
 /* ---- LoRA / full ----------------------------------------------------------- */
-static const int lora_roles[ND_LORA_TARGETS] = {TP_Q, TP_K, TP_V, TP_GATE, TP_OUT};
+/* The parameter LoRA target t (0-based) adapts. */
+static const nd_param_desc *lora_param(int t)
+{
+    for (int i = 0; i < ND_P_COUNT; i++)
+        if (nd_params[i].lora == t + 1) return &nd_params[i];
+    return NULL;
+}
 
 const char *nd_train_lora_target_name(int t)
 {
-    static const char *names[ND_LORA_TARGETS] = {
-        BLK "self_attn.q_proj.kernel", BLK "self_attn.k_proj.kernel", BLK "self_attn.v_proj.kernel",
-        BLK "self_attn.gate_proj.kernel", BLK "self_attn.out_proj.kernel"};
-    return t >= 0 && t < ND_LORA_TARGETS ? names[t] : "";
+    const nd_param_desc *p = t >= 0 && t < ND_LORA_TARGETS ? lora_param(t) : NULL;
+    return p ? p->ckpt : "";
 }
 
 void nd_train_lora_dims(const nd_train_model *m, int t, int *in, int *out)
 {
-    const nd_tensor_info *ti = &m->tensors[m->role_index[lora_roles[t]]];
+    const nd_tensor_info *ti = &m->tensors[m->role_index[lora_param(t)->role][0]];
     *in = (int)ti->shape[1];
     *out = (int)ti->shape[2];
 }
@@ -314,7 +268,8 @@ int nd_train_enable_full(nd_train_model *m, needle_error *err)
 
 /* ---- forward --------------------------------------------------------------- */
 #define PL(role, l, per) (nd_train_param(m, role) + (size_t)(l) * (per))
-#define GL(role, l, per) (m->grads ? m->grads + m->tensors[m->role_index[role]].offset + (size_t)(l) * (per) : NULL)
+#define GL(role, l, per) (m->grads ? m->grads + m->tensors[m->role_index[role][0]].offset + (size_t)(l) * (per) : NULL)
+#define LORA_ROLE(t) (lora_param(t)->role)
 
 static int site_of_layer(const nd_config *c, int l)
 {
@@ -328,7 +283,7 @@ static void proj_fwd(nd_train_model *m, int t, int l, float *y, const float *x, 
 {
     int in, out, r = m->lora_rank;
     nd_train_lora_dims(m, t, &in, &out);
-    nd_op_matmul_fwd(m->pool, y, x, PL(lora_roles[t], l, (size_t)in * out), N, in, out, 0);
+    nd_op_matmul_fwd(m->pool, y, x, PL(LORA_ROLE(t), l, (size_t)in * out), N, in, out, 0);
     if (m->lora) {
         const float *A = m->lora + m->lora_a_off[t] + (size_t)l * in * r;
         const float *B = m->lora + m->lora_b_off[t] + (size_t)l * r * out;
@@ -344,7 +299,7 @@ static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy
     int in, out, r = m->lora_rank;
     nd_train_lora_dims(m, t, &in, &out);
     size_t per = (size_t)in * out;
-    nd_op_matmul_bwd(m->pool, dx, GL(lora_roles[t], l, per), dy, x, PL(lora_roles[t], l, per), N, in, out);
+    nd_op_matmul_bwd(m->pool, dx, GL(LORA_ROLE(t), l, per), dy, x, PL(LORA_ROLE(t), l, per), N, in, out);
     if (m->lora) {
         const float *A = m->lora + m->lora_a_off[t] + (size_t)l * in * r;
         const float *B = m->lora + m->lora_b_off[t] + (size_t)l * r * out;
@@ -358,8 +313,6 @@ static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy
     }
 }
 
-static inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 /* Block(b) -> b3 (SPEC 4), everything kept in the act scratch. */
 static void block_fwd(nd_train_model *m, int l, int N)
 {
@@ -367,23 +320,23 @@ static void block_fwd(nd_train_model *m, int l, int N)
     const nd_config *c = &m->cfg;
     int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
     int Nh = c->hada_n;
-    nd_par_zcrms_fwd(m->pool, a->h1, a->h1_r, a->b, PL(TP_NORM_IN, l, d), N, d, 1);
+    nd_par_zcrms_fwd(m->pool, a->h1, a->h1_r, a->b, PL(ND_P_NORM_IN, l, d), N, d, 1);
     proj_fwd(m, 0, l, a->q, a->h1, a->xa[0], N);
     proj_fwd(m, 1, l, a->k, a->h1, a->xa[1], N);
     proj_fwd(m, 2, l, a->v, a->h1, a->xa[2], N);
     proj_fwd(m, 3, l, a->gp, a->h1, a->xa[3], N);
-    nd_par_zcrms_fwd(m->pool, a->qn, a->qn_r, a->q, PL(TP_QN, l, hd), N, A, H);
-    nd_par_zcrms_fwd(m->pool, a->kn, a->kn_r, a->k, PL(TP_KN, l, hd), N, KV, KVH);
+    nd_par_zcrms_fwd(m->pool, a->qn, a->qn_r, a->q, PL(ND_P_Q_NORM, l, hd), N, A, H);
+    nd_par_zcrms_fwd(m->pool, a->kn, a->kn_r, a->k, PL(ND_P_K_NORM, l, hd), N, KV, KVH);
     nd_op_rope_fwd(a->qr, a->qn, a->rope_cos, a->rope_sin, N, a->T, H, hd);
     nd_op_rope_fwd(a->kr, a->kn, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
     nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd);
     nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, A);
     proj_fwd(m, 4, l, a->att, a->og, a->xa[4], N);
-    nd_par_zcrms_fwd(m->pool, a->a2, a->a2_r, a->att, PL(TP_POSTN, l, d), N, d, 1);
-    float sg = sigm(PL(TP_AGATE, l, 1)[0]);
+    nd_par_zcrms_fwd(m->pool, a->a2, a->a2_r, a->att, PL(ND_P_POST_NORM, l, d), N, d, 1);
+    float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
     for (size_t i = 0; i < (size_t)N * d; i++) a->b2[i] = a->b[i] + sg * a->a2[i];
-    nd_par_zcrms_fwd(m->pool, a->h3, a->h3_r, a->b2, PL(TP_PREH, l, d), N, d, 1);
-    nd_par_hada_mlp_fwd(m->pool, a->b3, a->z1, a->z2, a->h3, PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
+    nd_par_zcrms_fwd(m->pool, a->h3, a->h3_r, a->b2, PL(ND_P_PRE_HADA, l, d), N, d, 1);
+    nd_par_hada_mlp_fwd(m->pool, a->b3, a->z1, a->z2, a->h3, PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
     for (size_t i = 0; i < (size_t)N * d; i++) a->b3[i] += a->b2[i];
 }
 
@@ -404,16 +357,16 @@ static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
     lane_ctx *lc = ctx;
     nd_train_model *m = lc->m;
     nd_train_act *a = m->act;
-    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = l % n;
-    float apre = PL(TP_A_PRE, l, 1)[0], apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
-    const float *bpre = PL(TP_B_PRE, l, n), *bpost = PL(TP_B_POST, l, n), *bres = PL(TP_B_RES, l, n * n);
+    int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = nd_mhc_home_lane(l, n);
+    float apre = PL(ND_P_A_PRE, l, 1)[0], apost = PL(ND_P_A_POST, l, 1)[0], ares = PL(ND_P_A_RES, l, 1)[0];
+    const float *bpre = PL(ND_P_B_PRE, l, n), *bpost = PL(ND_P_B_POST, l, n), *bres = PL(ND_P_B_RES, l, n * n);
     for (int r = r0; r < r1; r++) {
         float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n, *u = a->u + (size_t)r * d;
         const float *Xr = lc->X + (size_t)r * nd;
         float R[ND_MAX_LANES * ND_MAX_LANES];
         for (int i = 0; i < n; i++) {
-            p[i] = sigm(apre * a->hp[(size_t)r * n + i] + bpre[i] + (i == home ? 4.0f : -4.0f));
-            qv[i] = 2.0f * sigm(apost * a->hq[(size_t)r * n + i] + bpost[i] + (i == home ? 0.0f : -4.0f));
+            p[i] = nd_sigmoid(apre * a->hp[(size_t)r * n + i] + bpre[i] + nd_mhc_pre_bias(i, home));
+            qv[i] = 2.0f * nd_sigmoid(apost * a->hq[(size_t)r * n + i] + bpost[i] + nd_mhc_post_bias(i, home));
         }
         for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
         nd_op_sinkhorn_fwd(a->P + (size_t)r * n * n, R, n);
@@ -452,19 +405,19 @@ static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
     const nd_config *c = &m->cfg;
     int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
     nd_par_zcrms_fwd(m->pool, a->xh, a->xh_r, X, NULL, N, nd, 1);
-    nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(TP_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
-    nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
-    nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);
+    nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(ND_P_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
+    nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(ND_P_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
+    nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(ND_P_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);
     lane_ctx lc = {m, l, X, Xn, NULL, NULL};
     nd_par_rows(m->pool, N, mhc_pre_rows, &lc, NULL, 0);
     int s = site_of_layer(c, l);
     if (s >= 0) {
         int TS = c->num_tables * c->engram_sub;
-        nd_op_engram_gather_fwd(a->e, nd_train_param(m, TP_SITE0 + 4 * s), a->eidx, a->eok, N, c->num_tables,
+        nd_op_engram_gather_fwd(a->e, nd_train_site_param(m, ND_P_TABLES, s), a->eidx, a->eok, N, c->num_tables,
                                 c->engram_slots, c->engram_sub);
-        nd_op_matmul_fwd(m->pool, a->ek, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 1), N, TS, d, 0);
-        nd_op_matmul_fwd(m->pool, a->ev, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 2), N, TS, d, 0);
-        nd_op_taps_fwd(a->evc, a->ev, nd_train_param(m, TP_SITE0 + 4 * s + 3), a->B, a->T, d, c->conv_dilation);
+        nd_op_matmul_fwd(m->pool, a->ek, a->e, nd_train_site_param(m, ND_P_KEY_PROJ, s), N, TS, d, 0);
+        nd_op_matmul_fwd(m->pool, a->ev, a->e, nd_train_site_param(m, ND_P_VALUE_PROJ, s), N, TS, d, 0);
+        nd_op_taps_fwd(a->evc, a->ev, nd_train_site_param(m, ND_P_TAPS, s), a->B, a->T, d, c->conv_dilation);
         nd_par_engram_gate_fwd(m->pool, a->b, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
     } else {
         memcpy(a->b, a->u, sizeof(float) * (size_t)N * d);
@@ -482,7 +435,7 @@ static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
     memcpy(a->ids, ids, sizeof(int32_t) * (size_t)N);
     nd_op_engram_index(a->eidx, a->eok, ids, B, T, c->engram_orders, c->num_orders, c->engram_heads_eff,
                        c->engram_slots);
-    const float *E = nd_train_param(m, TP_EMB);
+    const float *E = nd_train_param(m, ND_P_EMBEDDING);
     float sd = sqrtf((float)d);
     for (int r = 0; r < N; r++) {
         int id = ids[r] >= 0 && ids[r] < c->vocab_size ? ids[r] : 0;
@@ -498,7 +451,7 @@ static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
             for (int i = 0; i < n; i++) s += XL[(size_t)r * nd + (size_t)i * d + j];
             a->mean[(size_t)r * d + j] = s / (float)n;
         }
-    nd_par_zcrms_fwd(m->pool, a->f, a->f_r, a->mean, nd_train_param(m, TP_FINAL), N, d, 1);
+    nd_par_zcrms_fwd(m->pool, a->f, a->f_r, a->mean, nd_train_param(m, ND_P_FINAL_NORM), N, d, 1);
 }
 
 int nd_train_forward(nd_train_model *m, const int32_t *ids, int B, int T, needle_error *err)
@@ -513,7 +466,7 @@ const float *nd_train_hidden(const nd_train_model *m, int row) { return m->act->
 
 void nd_train_logits_row(const nd_train_model *m, int row, float *logits)
 {
-    const float *f = nd_train_hidden(m, row), *E = nd_train_param(m, TP_EMB);
+    const float *f = nd_train_hidden(m, row), *E = nd_train_param(m, ND_P_EMBEDDING);
     int d = m->cfg.d_model;
     for (int v = 0; v < m->cfg.vocab_size; v++) {
         float s = 0.0f;
@@ -536,20 +489,20 @@ static void block_bwd(nd_train_model *m, int l, int N)
     /* b3 = b2 + mlp(h3), h3 = zcrms(b2) */
     memcpy(a->db2, a->dy, sizeof(float) * Nd);
     ZERO(a->dh3, Nd);
-    nd_par_hada_mlp_bwd(m->pool, a->dh3, GL(TP_D1, l, Nh), GL(TP_D2, l, Nh), GL(TP_D3, l, Nh), a->dy, a->h3, a->z1, a->z2,
-                       PL(TP_D1, l, Nh), PL(TP_D2, l, Nh), PL(TP_D3, l, Nh), N, d, Nh);
-    nd_par_zcrms_bwd(m->pool, a->db2, GL(TP_PREH, l, d), a->dh3, a->b2, a->h3_r, PL(TP_PREH, l, d), N, d, 1);
+    nd_par_hada_mlp_bwd(m->pool, a->dh3, GL(ND_P_D1, l, Nh), GL(ND_P_D2, l, Nh), GL(ND_P_D3, l, Nh), a->dy, a->h3, a->z1, a->z2,
+                       PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
+    nd_par_zcrms_bwd(m->pool, a->db2, GL(ND_P_PRE_HADA, l, d), a->dh3, a->b2, a->h3_r, PL(ND_P_PRE_HADA, l, d), N, d, 1);
     /* b2 = b + sigmoid(ag) * a2 */
-    float sg = sigm(PL(TP_AGATE, l, 1)[0]);
+    float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
     double dsg = 0.0;
     memcpy(a->db, a->db2, sizeof(float) * Nd);
     for (size_t i = 0; i < Nd; i++) {
         a->da2[i] = sg * a->db2[i];
         dsg += (double)a->db2[i] * a->a2[i];
     }
-    if (m->grads) GL(TP_AGATE, l, 1)[0] += (float)dsg * sg * (1.0f - sg);
+    if (m->grads) GL(ND_P_ATTN_GATE, l, 1)[0] += (float)dsg * sg * (1.0f - sg);
     ZERO(a->datt, Nd);
-    nd_par_zcrms_bwd(m->pool, a->datt, GL(TP_POSTN, l, d), a->da2, a->att, a->a2_r, PL(TP_POSTN, l, d), N, d, 1);
+    nd_par_zcrms_bwd(m->pool, a->datt, GL(ND_P_POST_NORM, l, d), a->da2, a->att, a->a2_r, PL(ND_P_POST_NORM, l, d), N, d, 1);
     ZERO(a->dog, (size_t)N * A);
     proj_bwd(m, 4, l, a->dog, a->datt, a->og, a->xa[4], N);
     ZERO(a->do_, (size_t)N * A);
@@ -566,14 +519,14 @@ static void block_bwd(nd_train_model *m, int l, int N)
     nd_op_rope_bwd(a->dkn, a->dkr, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
     ZERO(a->dq, (size_t)N * A);
     ZERO(a->dk, (size_t)N * KV);
-    nd_par_zcrms_bwd(m->pool, a->dq, GL(TP_QN, l, hd), a->dqn, a->q, a->qn_r, PL(TP_QN, l, hd), N, A, H);
-    nd_par_zcrms_bwd(m->pool, a->dk, GL(TP_KN, l, hd), a->dkn, a->k, a->kn_r, PL(TP_KN, l, hd), N, KV, KVH);
+    nd_par_zcrms_bwd(m->pool, a->dq, GL(ND_P_Q_NORM, l, hd), a->dqn, a->q, a->qn_r, PL(ND_P_Q_NORM, l, hd), N, A, H);
+    nd_par_zcrms_bwd(m->pool, a->dk, GL(ND_P_K_NORM, l, hd), a->dkn, a->k, a->kn_r, PL(ND_P_K_NORM, l, hd), N, KV, KVH);
     ZERO(a->dh1, Nd);
     proj_bwd(m, 0, l, a->dh1, a->dq, a->h1, a->xa[0], N);
     proj_bwd(m, 1, l, a->dh1, a->dk, a->h1, a->xa[1], N);
     proj_bwd(m, 2, l, a->dh1, a->dv, a->h1, a->xa[2], N);
     proj_bwd(m, 3, l, a->dh1, a->dgp, a->h1, a->xa[3], N);
-    nd_par_zcrms_bwd(m->pool, a->db, GL(TP_NORM_IN, l, d), a->dh1, a->b, a->h1_r, PL(TP_NORM_IN, l, d), N, d, 1);
+    nd_par_zcrms_bwd(m->pool, a->db, GL(ND_P_NORM_IN, l, d), a->dh1, a->b, a->h1_r, PL(ND_P_NORM_IN, l, d), N, d, 1);
 }
 
 /* Backward of X'_i = sum_j P_ij X_j + q_i y over a block of rows: dX (the P
@@ -586,8 +539,8 @@ static void mhc_mix_bwd_rows(void *ctx, int r0, int r1, float *partial)
     nd_train_model *m = lc->m;
     nd_train_act *a = m->act;
     int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d;
-    float apost = PL(TP_A_POST, l, 1)[0], ares = PL(TP_A_RES, l, 1)[0];
-    const float *bres = PL(TP_B_RES, l, n * n);
+    float apost = PL(ND_P_A_POST, l, 1)[0], ares = PL(ND_P_A_RES, l, 1)[0];
+    const float *bres = PL(ND_P_B_RES, l, n * n);
     float dP[ND_MAX_LANES * ND_MAX_LANES], dq[ND_MAX_LANES];
     double ga_post = 0, ga_res = 0;
     for (int r = r0; r < r1; r++) {
@@ -639,7 +592,7 @@ static void mhc_pre_bwd_rows(void *ctx, int r0, int r1, float *partial)
     nd_train_model *m = lc->m;
     nd_train_act *a = m->act;
     int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d;
-    float apre = PL(TP_A_PRE, l, 1)[0];
+    float apre = PL(ND_P_A_PRE, l, 1)[0];
     double ga_pre = 0;
     for (int r = r0; r < r1; r++) {
         const float *Xr = lc->X + (size_t)r * nd, *du = a->du + (size_t)r * d;
@@ -679,21 +632,21 @@ static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn
     int s = site_of_layer(c, l);
     if (s >= 0) {
         int TS = c->num_tables * c->engram_sub;
-        float *g_tab = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s]].offset : NULL;
-        float *g_key = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 1]].offset : NULL;
-        float *g_val = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 2]].offset : NULL;
-        float *g_taps = m->grads ? m->grads + m->tensors[m->role_index[TP_SITE0 + 4 * s + 3]].offset : NULL;
+        float *g_tab = m->grads ? m->grads + m->tensors[m->role_index[ND_P_TABLES][s]].offset : NULL;
+        float *g_key = m->grads ? m->grads + m->tensors[m->role_index[ND_P_KEY_PROJ][s]].offset : NULL;
+        float *g_val = m->grads ? m->grads + m->tensors[m->role_index[ND_P_VALUE_PROJ][s]].offset : NULL;
+        float *g_taps = m->grads ? m->grads + m->tensors[m->role_index[ND_P_TAPS][s]].offset : NULL;
         ZERO(a->dek, Nd);
         ZERO(a->devc, Nd);
         nd_par_engram_gate_bwd(m->pool, a->du, a->dek, a->devc, a->db, a->eg, a->eru, a->erk, a->u, a->ek, a->evc, N, d);
         if (m->grads) {
             /* the engram branch only feeds parameters: skip it when they are frozen */
             ZERO(a->dev, Nd);
-            nd_op_taps_bwd(a->dev, g_taps, a->devc, a->ev, nd_train_param(m, TP_SITE0 + 4 * s + 3), a->B, a->T, d,
+            nd_op_taps_bwd(a->dev, g_taps, a->devc, a->ev, nd_train_site_param(m, ND_P_TAPS, s), a->B, a->T, d,
                            c->conv_dilation);
             ZERO(a->de, (size_t)N * TS);
-            nd_op_matmul_bwd(m->pool, a->de, g_key, a->dek, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 1), N, TS, d);
-            nd_op_matmul_bwd(m->pool, a->de, g_val, a->dev, a->e, nd_train_param(m, TP_SITE0 + 4 * s + 2), N, TS, d);
+            nd_op_matmul_bwd(m->pool, a->de, g_key, a->dek, a->e, nd_train_site_param(m, ND_P_KEY_PROJ, s), N, TS, d);
+            nd_op_matmul_bwd(m->pool, a->de, g_val, a->dev, a->e, nd_train_site_param(m, ND_P_VALUE_PROJ, s), N, TS, d);
             nd_op_engram_gather_bwd(g_tab, a->de, a->eidx, a->eok, N, c->num_tables, c->engram_slots,
                                     c->engram_sub);
         }
@@ -702,20 +655,20 @@ static void layer_bwd(nd_train_model *m, int l, const float *X, const float *dXn
     }
     nd_par_rows(m->pool, N, mhc_pre_bwd_rows, &lc, m->grads ? lane_grads + n_post : NULL, n_pre);
     if (m->grads) {
-        GL(TP_A_POST, l, 1)[0] += lane_grads[0];
-        GL(TP_A_RES, l, 1)[0] += lane_grads[1];
-        for (int i = 0; i < n; i++) GL(TP_B_POST, l, n)[i] += lane_grads[2 + i];
-        for (int i = 0; i < n * n; i++) GL(TP_B_RES, l, n * n)[i] += lane_grads[2 + n + i];
-        GL(TP_A_PRE, l, 1)[0] += lane_grads[n_post];
-        for (int i = 0; i < n; i++) GL(TP_B_PRE, l, n)[i] += lane_grads[n_post + 1 + i];
+        GL(ND_P_A_POST, l, 1)[0] += lane_grads[0];
+        GL(ND_P_A_RES, l, 1)[0] += lane_grads[1];
+        for (int i = 0; i < n; i++) GL(ND_P_B_POST, l, n)[i] += lane_grads[2 + i];
+        for (int i = 0; i < n * n; i++) GL(ND_P_B_RES, l, n * n)[i] += lane_grads[2 + n + i];
+        GL(ND_P_A_PRE, l, 1)[0] += lane_grads[n_post];
+        for (int i = 0; i < n; i++) GL(ND_P_B_PRE, l, n)[i] += lane_grads[n_post + 1 + i];
     }
     ZERO(a->dxh, (size_t)N * nd);
-    nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_PRE, l, (size_t)nd * n), a->dhp, a->xh,
-                     PL(TP_PHI_PRE, l, (size_t)nd * n), N, nd, n);
-    nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_POST, l, (size_t)nd * n), a->dhq, a->xh,
-                     PL(TP_PHI_POST, l, (size_t)nd * n), N, nd, n);
-    nd_op_matmul_bwd(m->pool, a->dxh, GL(TP_PHI_RES, l, (size_t)nd * n * n), a->dhr, a->xh,
-                     PL(TP_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n);
+    nd_op_matmul_bwd(m->pool, a->dxh, GL(ND_P_PHI_PRE, l, (size_t)nd * n), a->dhp, a->xh,
+                     PL(ND_P_PHI_PRE, l, (size_t)nd * n), N, nd, n);
+    nd_op_matmul_bwd(m->pool, a->dxh, GL(ND_P_PHI_POST, l, (size_t)nd * n), a->dhq, a->xh,
+                     PL(ND_P_PHI_POST, l, (size_t)nd * n), N, nd, n);
+    nd_op_matmul_bwd(m->pool, a->dxh, GL(ND_P_PHI_RES, l, (size_t)nd * n * n), a->dhr, a->xh,
+                     PL(ND_P_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n);
     nd_par_zcrms_bwd(m->pool, dX, NULL, a->dxh, X, a->xh_r, NULL, N, nd, 1);
 }
 
@@ -731,16 +684,16 @@ double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *
     if (n_targets) *n_targets = count;
     forward_all(m, ids, B, T);
     if (!count) return 0.0;
-    float *dE = m->grads ? m->grads + m->tensors[m->role_index[TP_EMB]].offset : NULL;
-    if (!backward) return nd_op_logits_ce(m->pool, NULL, NULL, a->f, nd_train_param(m, TP_EMB), targets, N, d, V, 0);
+    float *dE = m->grads ? m->grads + m->tensors[m->role_index[ND_P_EMBEDDING][0]].offset : NULL;
+    if (!backward) return nd_op_logits_ce(m->pool, NULL, NULL, a->f, nd_train_param(m, ND_P_EMBEDDING), targets, N, d, V, 0);
     if (m->grads) ZERO(m->grads, m->n_params);
     if (m->lora_grads) ZERO(m->lora_grads, m->n_lora);
     ZERO(a->df, (size_t)N * d);
-    double loss = nd_op_logits_ce(m->pool, a->df, dE, a->f, nd_train_param(m, TP_EMB), targets, N, d, V,
+    double loss = nd_op_logits_ce(m->pool, a->df, dE, a->f, nd_train_param(m, ND_P_EMBEDDING), targets, N, d, V,
                                   1.0f / (float)count);
     ZERO(a->dmean, (size_t)N * d);
-    float *g_final = m->grads ? m->grads + m->tensors[m->role_index[TP_FINAL]].offset : NULL;
-    nd_par_zcrms_bwd(m->pool, a->dmean, g_final, a->df, a->mean, a->f_r, nd_train_param(m, TP_FINAL), N, d, 1);
+    float *g_final = m->grads ? m->grads + m->tensors[m->role_index[ND_P_FINAL_NORM][0]].offset : NULL;
+    nd_par_zcrms_bwd(m->pool, a->dmean, g_final, a->df, a->mean, a->f_r, nd_train_param(m, ND_P_FINAL_NORM), N, d, 1);
     float *dXn = a->dXa, *dX = a->dXb;
     for (int r = 0; r < N; r++)
         for (int i = 0; i < n; i++)

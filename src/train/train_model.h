@@ -21,28 +21,21 @@
 
 #include "core/threadpool.h"
 #include "model/config.h"
+#include "model/params.h"
 #include "needle.h"
 
-/* The tensors the forward pass reads, by role. */
-enum {
-    TP_EMB,
-    TP_NORM_IN, TP_Q, TP_K, TP_V, TP_GATE, TP_OUT, TP_QN, TP_KN, TP_POSTN, TP_PREH, TP_AGATE,
-    TP_D1, TP_D2, TP_D3,
-    TP_PHI_PRE, TP_PHI_POST, TP_PHI_RES, TP_B_PRE, TP_B_POST, TP_B_RES, TP_A_PRE, TP_A_POST, TP_A_RES,
-    TP_FINAL,
-    TP_SITE0, /* + 4*S + {0 tables, 1 key_proj, 2 value_proj, 3 taps} */
-    TP_COUNT = TP_SITE0 + 4 * ND_MAX_SITES
-};
-
-/* The five LoRA targets, in the order q, k, v, gate, out. */
-#define ND_LORA_TARGETS 5
+/* The tensors are the parameters of model/params.def (roles ND_P_*); LoRA
+ * targets are its lines with a .lora number (ND_LORA_TARGETS of them, in the
+ * order q, k, v, gate, out). */
 
 typedef struct nd_tensor_info {
     char name[128];
     int ndim;
     int64_t shape[4];
     size_t offset, count; /* in floats, inside the slab */
-    int role;             /* TP_* or -1 for a tensor the forward does not read (heads, mtp_*) */
+    int role;             /* ND_P_* the forward reads, or -1 for one it does not (the heads) */
+    const nd_param_desc *param; /* its line of model/params.def */
+    int instance;               /* site or head index (0 otherwise) */
 } nd_tensor_info;
 
 typedef struct nd_train_act nd_train_act; /* the activation plan (train_model.c) */
@@ -51,7 +44,7 @@ typedef struct nd_train_model {
     nd_config cfg;
     int n_tensors;
     nd_tensor_info *tensors;
-    int role_index[TP_COUNT]; /* tensors[] index of each role, -1 when absent */
+    int role_index[ND_P_COUNT][ND_MAX_SITES]; /* tensors[] index of each role (and site), -1 when absent */
     float *params;
     size_t n_params;
 
@@ -79,10 +72,12 @@ void nd_train_model_free(nd_train_model *m);
 
 /* Lookup by name (-1 when absent). */
 int nd_train_find(const nd_train_model *m, const char *name);
-static inline float *nd_train_param(const nd_train_model *m, int role)
+static inline float *nd_train_site_param(const nd_train_model *m, int role, int site)
 {
-    return m->role_index[role] < 0 ? NULL : m->params + m->tensors[m->role_index[role]].offset;
+    int i = m->role_index[role][site];
+    return i < 0 ? NULL : m->params + m->tensors[i].offset;
 }
+static inline float *nd_train_param(const nd_train_model *m, int role) { return nd_train_site_param(m, role, 0); }
 
 /* LoRA: allocate A ~ N(0,1)/r, B = 0 and their gradients; scale = alpha/r. */
 int nd_train_lora_create(nd_train_model *m, int rank, float alpha, uint64_t seed, needle_error *err);

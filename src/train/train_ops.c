@@ -1,6 +1,7 @@
 /* train_ops.c - forward/backward of every Needle op in float32 (see train_ops.h). */
 #include "train/train_ops.h"
 
+#include "quant/hadamard.h"
 #include "train/gemm.h"
 
 #include <math.h>
@@ -38,7 +39,6 @@ static void axpy(float *y, float a, const float *x, int n)
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* ---- matmul ---------------------------------------------------------------
  * All three products are the packed GEMM of gemm.c, each operand read through
@@ -119,12 +119,8 @@ void nd_op_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
 {
     int half = hd / 2;
     for (int i = 0; i < half; i++) {
-        /* f_i = theta^(-2i/hd), computed in double so tables are exact to float */
-        double f = pow((double)theta, -2.0 * i / (double)hd);
-        for (int t = 0; t < T; t++) {
-            cos_t[(size_t)t * half + i] = (float)cos((double)t * f);
-            sin_t[(size_t)t * half + i] = (float)sin((double)t * f);
-        }
+        float f = nd_rope_freq(theta, hd, i); /* the engine's rounding (model/formulas.h) */
+        for (int t = 0; t < T; t++) nd_rope_cos_sin(f, t, &cos_t[(size_t)t * half + i], &sin_t[(size_t)t * half + i]);
     }
 }
 
@@ -275,46 +271,20 @@ void nd_op_attention_bwd(nd_threadpool *pool, float *dq, float *dk, float *dv, c
 /* ---- sigmoid gate --------------------------------------------------------- */
 void nd_op_sigmoid_gate_fwd(float *y, const float *x, const float *g, size_t n)
 {
-    for (size_t i = 0; i < n; i++) y[i] = x[i] * sigmoidf(g[i]);
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * nd_sigmoid(g[i]);
 }
 
 void nd_op_sigmoid_gate_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        float s = sigmoidf(g[i]);
+        float s = nd_sigmoid(g[i]);
         if (dx) dx[i] += dy[i] * s;
         if (dg) dg[i] += dy[i] * x[i] * s * (1.0f - s);
     }
 }
 
 /* ---- Hadamard MLP --------------------------------------------------------- */
-void nd_op_fwht(float *x, int n)
-{
-    /* butterflies 1, 2, 4 apart within each group of 8, then 8+ apart on whole
-     * vectors: the same additions as the plain loop, so the same bits */
-    int len = 1;
-    for (; len < n && len < 8; len <<= 1)
-        for (int i = 0; i < n; i += len << 1)
-            for (int j = i; j < i + len; j++) {
-                float a = x[j], b = x[j + len];
-                x[j] = a + b;
-                x[j + len] = a - b;
-            }
-    for (; len < n; len <<= 1)
-        for (int i = 0; i < n; i += len << 1)
-            for (int j = i; j < i + len; j += 8) {
-                v8 a = ld8(x + j), b = ld8(x + j + len);
-                st8(x + j, a + b);
-                st8(x + j + len, a - b);
-            }
-    float s = 1.0f / sqrtf((float)n);
-    v8 sv = splat8(s);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) st8(x + i, ld8(x + i) * sv);
-    for (; i < n; i++) x[i] *= s;
-}
-
-static inline float siluf(float x) { return x * sigmoidf(x); }
+void nd_op_fwht(float *x, int n) { nd_hadamard(x, n); }
 
 void nd_op_hada_mlp_fwd(float *out, float *z1, float *z2, const float *h, const float *d1, const float *d2,
                         const float *d3, int N, int d, int Nh)
@@ -324,7 +294,7 @@ void nd_op_hada_mlp_fwd(float *out, float *z1, float *z2, const float *h, const 
         const float *hr = h + (size_t)r * d;
         for (int i = 0; i < Nh; i++) a[i] = i < d ? d1[i] * hr[i] : 0.0f;
         nd_op_fwht(a, Nh);
-        for (int i = 0; i < Nh; i++) c[i] = siluf(d2[i] * a[i]);
+        for (int i = 0; i < Nh; i++) c[i] = nd_silu(d2[i] * a[i]);
         nd_op_fwht(c, Nh);
         for (int i = 0; i < d; i++) out[(size_t)r * d + i] = d3[i] * c[i];
     }
@@ -346,7 +316,7 @@ void nd_op_hada_mlp_bwd(float *dh, float *dd1, float *dd2, float *dd3, const flo
         }
         nd_op_fwht(t, Nh); /* Hn is symmetric: its transpose is itself */
         for (int i = 0; i < Nh; i++) {
-            float w = d2[i] * a[i], s = sigmoidf(w);
+            float w = d2[i] * a[i], s = nd_sigmoid(w);
             float dw = t[i] * s * (1.0f + w * (1.0f - s));
             if (dd2) dd2[i] += dw * a[i];
             t[i] = dw * d2[i];
@@ -371,14 +341,10 @@ void nd_op_engram_index(int32_t *idx, float *ok, const int32_t *ids, int B, int 
             for (int oi = 0; oi < num_orders; oi++)
                 for (int hh = 0; hh < heads; hh++) {
                     int k = oi * heads + hh, o = orders[oi];
-                    uint32_t acc = 0x9E3779B9u * (uint32_t)(k + 1);
-                    for (int j = 0; j < o; j++) {
-                        uint32_t tok = t - j >= 0 ? (uint32_t)ids[row - (size_t)j] : 0u;
-                        acc = (acc ^ tok) * 0x01000193u;
-                    }
-                    acc ^= acc >> 15;
-                    idx[row * Te + k] = (int32_t)(acc % (uint32_t)slots);
-                    ok[row * Te + k] = t >= o - 1 ? 1.0f : 0.0f;
+                    int back[ND_ENGRAM_MAX_ORDER];
+                    for (int j = 0; j < o; j++) back[j] = t - j >= 0 ? ids[row - (size_t)j] : 0;
+                    idx[row * Te + k] = (int32_t)(nd_engram_hash(k, o, back) % (uint32_t)slots);
+                    ok[row * Te + k] = nd_engram_valid(t, o) ? 1.0f : 0.0f;
                 }
         }
 }
@@ -448,7 +414,7 @@ void nd_op_engram_gate_fwd(float *b, float *g, float *ru, float *rk, const float
         float c = 1.0f / sqrtf(dot(kr, kr, d) / (float)d + ND_NORM_EPS);
         ru[r] = a;
         rk[r] = c;
-        float gg = sigmoidf(dot(ur, kr, d) * a * c * sd);
+        float gg = nd_sigmoid(dot(ur, kr, d) * a * c * sd);
         g[r] = gg;
         for (int i = 0; i < d; i++) b[(size_t)r * d + i] = ur[i] + gg * vr[i];
     }

@@ -17,9 +17,7 @@
 
 #include "core/threadpool.h"
 
-#define ND_NORM_EPS 1e-6f
-#define ND_SINKHORN_ITERS 20
-#define ND_MAX_LANES 8
+#include "model/formulas.h" /* ND_NORM_EPS, ND_SINKHORN_ITERS, ND_MAX_LANES, ... */
 
 /* y[N,out] = x[N,in] @ W[in,out]; accumulate=1 adds into y. */
 void nd_op_matmul_fwd(nd_threadpool *pool, float *y, const float *x, const float *W, int N, int in, int out,

@@ -2,12 +2,9 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_simd.h"
+#include "quant/hadamard.h"
 
 void nd_cpu_rmsnorm(const float *x, int n, const float *scale, float *out)
 {
@@ -52,62 +49,8 @@ void nd_cpu_rope(float *x, int heads, int head_dim, const float *cs)
     }
 }
 
-#if defined(__AVX512F__)
-/* One butterfly stage of span len (1, 2, 4 or 8) inside a 16-float register:
- * lane i without bit len gets x[i] + x[i+len], its partner x[i] - x[i+len],
- * the same two operations as the scalar loop, so the same bits. */
-static inline __m512 butterfly16(__m512 x, __m512i partner, __mmask16 upper)
-{
-    __m512 y = _mm512_permutexvar_ps(partner, x);
-    return _mm512_mask_blend_ps(upper, _mm512_add_ps(x, y), _mm512_sub_ps(y, x));
-}
-#endif
-
-void nd_cpu_hadamard(float *x, int n)
-{
-    if (n <= 0 || (n & (n - 1))) return;
-    /* Butterflies in Sylvester order: H2n = [[Hn, Hn], [Hn, -Hn]]. */
-    int len = 1;
-#if defined(__AVX512F__)
-    if (n >= 16) {
-        /* the four stages inside each 16-float block: lane permutes */
-        const __m512i p1 = _mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-        const __m512i p2 = _mm512_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-        const __m512i p4 = _mm512_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-        const __m512i p8 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-        for (int i = 0; i < n; i += 16) {
-            __m512 v = _mm512_loadu_ps(x + i);
-            v = butterfly16(v, p1, 0xAAAA);
-            v = butterfly16(v, p2, 0xCCCC);
-            v = butterfly16(v, p4, 0xF0F0);
-            v = butterfly16(v, p8, 0xFF00);
-            _mm512_storeu_ps(x + i, v);
-        }
-        /* the wide stages are whole-vector adds and subtracts */
-        for (len = 16; len < n; len <<= 1)
-            for (int i = 0; i < n; i += len << 1)
-                for (int j = 0; j < len; j += 16) {
-                    __m512 u = _mm512_loadu_ps(x + i + j), v = _mm512_loadu_ps(x + i + j + len);
-                    _mm512_storeu_ps(x + i + j, _mm512_add_ps(u, v));
-                    _mm512_storeu_ps(x + i + j + len, _mm512_sub_ps(u, v));
-                }
-    }
-#endif
-    for (; len < n; len <<= 1) {
-        for (int i = 0; i < n; i += len << 1) {
-            float *a = x + i, *b = x + i + len;
-            for (int j = 0; j < len; j++) {
-                float u = a[j], v = b[j];
-                a[j] = u + v;
-                b[j] = u - v;
-            }
-        }
-    }
-    float s = 1.0f / sqrtf((float)n);
-    int i = 0;
-    for (; i + ND_VW <= n; i += ND_VW) ndv_store(x + i, ndv_mul(ndv_load(x + i), ndv_set1(s)));
-    for (; i < n; i++) x[i] *= s;
-}
+/* The one fast Walsh-Hadamard transform lives in quant/hadamard.c. */
+void nd_cpu_hadamard(float *x, int n) { nd_hadamard(x, n); }
 
 void nd_cpu_sinkhorn(float *m, int n, int iters)
 {

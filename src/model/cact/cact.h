@@ -17,6 +17,7 @@
 
 #include "core/file.h"
 #include "model/config.h"
+#include "model/params.h"
 #include "needle.h"
 
 #define ND_CACT_TAG 0x05E12A83u
@@ -29,8 +30,7 @@
 #define ND_CACT_MAX_TENSORS 65536
 
 enum { ND_CACT_FP16 = 1, ND_CACT_FP32 = 2, ND_CACT_CQ = 3, ND_CACT_RAW = 4 };
-/* heads.manifest codes */
-enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2 };
+/* heads.manifest codes: ND_HEAD_CONTRASTIVE, ND_HEAD_CONFIDENCE (model/params.h) */
 
 typedef struct nd_cact_header {
     uint32_t tag, num_tensors, codebook_len, kv_window, kv_bits, vocab, d_model, num_heads, num_kv_heads,
@@ -76,30 +76,23 @@ int nd_cact_check_tokenizer_blob(const uint8_t *blob, size_t size, const char *w
 
 /* ---- the positional layout ---- */
 
-typedef enum {
-    ND_SLOT_EMBEDDING,
-    ND_SLOT_NORM_IN, ND_SLOT_Q_PROJ, ND_SLOT_K_PROJ, ND_SLOT_V_PROJ, ND_SLOT_Q_NORM, ND_SLOT_K_NORM,
-    ND_SLOT_GATE_PROJ, ND_SLOT_OUT_PROJ, ND_SLOT_POST_NORM, ND_SLOT_ATTN_GATE, ND_SLOT_PRE_HADA,
-    ND_SLOT_D1, ND_SLOT_D2, ND_SLOT_D3,
-    ND_SLOT_A_PRE, ND_SLOT_A_POST, ND_SLOT_A_RES, ND_SLOT_B_PRE, ND_SLOT_B_POST, ND_SLOT_B_RES,
-    ND_SLOT_PHI_PRE, ND_SLOT_PHI_POST, ND_SLOT_PHI_RES,
-    ND_SLOT_TABLES, ND_SLOT_KEY_PROJ, ND_SLOT_VALUE_PROJ, ND_SLOT_TAPS,
-    ND_SLOT_FINAL_NORM,
-    ND_SLOT_MANIFEST, ND_SLOT_HEAD_PROBES, ND_SLOT_HEAD_PROJ, ND_SLOT_HEAD_BIAS,
-    ND_SLOT_TOKENIZER
-} nd_slot_role;
+/* A slot is a parameter of model/params.def (role ND_P_*, in the table's
+ * order) or one of these two, which are not parameters. */
+enum { ND_SLOT_MANIFEST = ND_P_COUNT, ND_SLOT_TOKENIZER };
 
 /* How a slot is stored: float data as FP16 (FP32 accepted on read), a CQ
  * matrix, or raw bytes. */
 enum { ND_SLOT_FLOAT = 0, ND_SLOT_QUANT = 1, ND_SLOT_BYTES = 2 };
 
 typedef struct nd_cact_slot {
-    nd_slot_role role;
+    int role;                   /* nd_param_role, ND_SLOT_MANIFEST or ND_SLOT_TOKENIZER */
+    const nd_param_desc *param; /* NULL for the manifest and the tokenizer */
     int storage;    /* ND_SLOT_FLOAT / QUANT / BYTES */
     int layer;      /* per-layer slots */
     int site;       /* per-site slots: site index */
     int head;       /* head slots: index in the manifest */
     int head_code;  /* head slots: ND_HEAD_* */
+    int head_kind;  /* head slots: index in nd_param_heads (ND_HEAD_INDEX_*) */
     int ndim;
     uint32_t shape[4];
     char name[48];      /* display name, e.g. "layers.2.attn.q_proj" */

@@ -1,7 +1,6 @@
 /* cact_layout.c - the positional tensor sequence of a .cact file, the
  * header <-> geometry mapping, and checking a parsed file against both. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,39 +9,110 @@
 #include "core/fp16.h"
 #include "model/cact/cact.h"
 
-/* ---- building the slot list ---- */
+/* ---- building the slot list ----
+ *
+ * The sequence is model/params.def walked in order.  Consecutive lines of the
+ * same scope (and, for layers, the same `stacked` flag) form a group that is
+ * written once per instance: the per-layer block once per layer, a site's
+ * tensors once per site, a head's once per head (after a heads.manifest);
+ * GLOBAL lines and stacked layer lines once (stacked ones with all layers).
+ * The tokenizer closes the file. */
 
 typedef struct layout_builder {
-    nd_cact_slot *slots;
+    nd_cact_slot *slots; /* NULL: only count */
     int count, cap;
     int overflow; /* a shape dimension did not fit in u32 */
+    nd_cact_slot scratch; /* the counting pass writes here */
 } layout_builder;
 
-static nd_cact_slot *add_slot(layout_builder *b, nd_slot_role role, int storage, int ndim, const uint64_t *dims,
-                              const char *name_fmt, ...) __attribute__((format(printf, 6, 7)));
-
-static nd_cact_slot *add_slot(layout_builder *b, nd_slot_role role, int storage, int ndim, const uint64_t *dims,
-                              const char *name_fmt, ...)
+static nd_cact_slot *add_slot(layout_builder *b, int role, int storage, int ndim, const uint64_t *dims)
 {
-    if (b->count == b->cap) return NULL; /* capacity is computed exactly up front */
-    nd_cact_slot *s = &b->slots[b->count++];
+    nd_cact_slot *s = &b->scratch;
+    if (b->slots) {
+        if (b->count == b->cap) return NULL; /* capacity is computed exactly up front */
+        s = &b->slots[b->count];
+    }
+    b->count++;
     memset(s, 0, sizeof *s);
     s->role = role;
+    s->param = role < ND_P_COUNT ? &nd_params[role] : NULL;
     s->storage = storage;
-    s->layer = s->site = s->head = -1;
+    s->layer = s->site = s->head = s->head_kind = -1;
     s->ndim = ndim;
     for (int i = 0; i < ndim; i++) {
         if (dims[i] == 0 || dims[i] > 0xFFFFFFFFu) b->overflow = 1;
         s->shape[i] = (uint32_t)dims[i];
     }
-    va_list ap;
-    va_start(ap, name_fmt);
-    vsnprintf(s->name, sizeof s->name, name_fmt, ap);
-    va_end(ap);
     return s;
 }
 
-#define DIMS(...) ((const uint64_t[]){__VA_ARGS__})
+/* A dimension of a slot: head dimensions come from the file's heads. */
+static uint64_t slot_dim(const nd_config *c, nd_dim dim, const nd_cact_head_shape *h)
+{
+    int64_t v = nd_dim_value_sized(c, dim, h ? h->num_probes : 0, h ? h->out_dim : 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* The slot of parameter p for one instance (layer / site / head index, -1 for once). */
+static void add_param_slot(layout_builder *b, const nd_config *c, const nd_param_desc *p, int instance,
+                           const nd_cact_head_shape *h)
+{
+    uint64_t dims[4], L = (uint64_t)c->num_layers;
+    int ndim = 0;
+    if (p->kind == ND_KIND_MATRIX) {
+        dims[ndim++] = slot_dim(c, p->rows, h) * (p->stacked ? L : 1);
+        dims[ndim++] = slot_dim(c, p->cols, h);
+    } else {
+        if (p->stacked) dims[ndim++] = L;
+        for (int i = 0; i < ND_PARAM_CK_DIMS && p->ck[i] != ND_DIM_NONE; i++) dims[ndim++] = slot_dim(c, p->ck[i], h);
+        if (ndim == 0) dims[ndim++] = 1; /* a per-layer scalar is stored as (1) */
+    }
+    nd_cact_slot *s = add_slot(b, p->role, p->cq ? ND_SLOT_QUANT : ND_SLOT_FLOAT, ndim, dims);
+    if (!s || !b->slots) return;
+    char base[40];
+    if (p->scope == ND_SCOPE_SITE) snprintf(base, sizeof base, p->cact_name, instance);
+    else if (p->scope == ND_SCOPE_HEAD) snprintf(base, sizeof base, p->cact_name, nd_param_heads[h->code - 1].name);
+    else snprintf(base, sizeof base, "%s", p->cact_name);
+    s->name[0] = '\0';
+    if (p->scope == ND_SCOPE_LAYER && !p->stacked) {
+        snprintf(s->name, sizeof s->name, "layers.%d.", instance);
+        s->layer = instance;
+    }
+    size_t at = strlen(s->name);
+    snprintf(s->name + at, sizeof s->name - at, "%.*s", (int)(sizeof s->name - 1 - at), base);
+    if (p->cq) snprintf(s->canonical, sizeof s->canonical, "%.*s", (int)sizeof s->canonical - 1, base);
+    if (p->scope == ND_SCOPE_SITE) s->site = instance;
+    if (p->scope == ND_SCOPE_HEAD) s->head = instance, s->head_code = h->code, s->head_kind = h->code - 1;
+}
+
+static void build(layout_builder *b, const nd_config *c, const nd_cact_head_shape *heads, int n_heads)
+{
+    for (int i = 0; i < ND_P_COUNT;) {
+        const nd_param_desc *g = &nd_params[i];
+        int j = i + 1;
+        while (j < ND_P_COUNT && nd_params[j].scope == g->scope && nd_params[j].stacked == g->stacked) j++;
+        int instances = 1;
+        if (g->scope == ND_SCOPE_LAYER && !g->stacked) instances = c->num_layers;
+        if (g->scope == ND_SCOPE_SITE) instances = c->num_sites;
+        if (g->scope == ND_SCOPE_HEAD) {
+            instances = n_heads;
+            if (n_heads > 0) {
+                uint64_t nh = (uint64_t)n_heads;
+                nd_cact_slot *m = add_slot(b, ND_SLOT_MANIFEST, ND_SLOT_FLOAT, 1, &nh);
+                if (m && b->slots) snprintf(m->name, sizeof m->name, "heads.manifest");
+            }
+        }
+        for (int k = 0; k < instances; k++)
+            for (int r = i; r < j; r++) {
+                const nd_param_desc *p = &nd_params[r];
+                if (p->no_cact || !nd_param_in_config(p, c)) continue;
+                add_param_slot(b, c, p, k, g->scope == ND_SCOPE_HEAD ? &heads[k] : NULL);
+            }
+        i = j;
+    }
+    nd_cact_slot *t = add_slot(b, ND_SLOT_TOKENIZER, ND_SLOT_BYTES, 0, NULL);
+    if (t && b->slots) snprintf(t->name, sizeof t->name, "tokenizer");
+}
 
 int nd_cact_layout(const nd_config *c, const nd_cact_head_shape *heads, int n_heads, nd_cact_slot **out, int *count,
                    needle_error *err)
@@ -50,94 +120,22 @@ int nd_cact_layout(const nd_config *c, const nd_cact_head_shape *heads, int n_he
     *out = NULL;
     *count = 0;
     int L = c->num_layers, S = c->num_sites;
-    if (L <= 0 || S < 0 || S > ND_MAX_SITES || n_heads < 0 || n_heads > 2)
+    if (L <= 0 || S < 0 || S > ND_MAX_SITES || n_heads < 0 || n_heads > ND_NUM_HEAD_KINDS)
         return nd_errorf(err, NEEDLE_EINVAL, "cact layout: bad geometry (%d layers, %d sites, %d heads)", L, S, n_heads);
-    layout_builder b = {0};
-    b.cap = 1 + 14 * L + 6 + 3 + 4 * S + 1 + (n_heads ? 1 + 3 * n_heads : 0) + 1;
+    for (int k = 0; k < n_heads; k++)
+        if (heads[k].code < 1 || heads[k].code > ND_NUM_HEAD_KINDS)
+            return nd_errorf(err, NEEDLE_EINVAL, "cact layout: head code %d", heads[k].code);
+    layout_builder b;
+    memset(&b, 0, sizeof b);
+    build(&b, c, heads, n_heads); /* count */
+    b.cap = b.count;
+    b.count = 0;
+    b.overflow = 0;
     b.slots = calloc((size_t)b.cap, sizeof *b.slots);
     if (!b.slots) return nd_errorf(err, NEEDLE_ENOMEM, "cact layout: out of memory");
-
-    uint64_t V = (uint64_t)c->vocab_size, d = (uint64_t)c->d_model, A = (uint64_t)c->num_heads * (uint64_t)c->head_dim;
-    uint64_t KV = (uint64_t)c->kv_dim, hd = (uint64_t)c->head_dim, Nh = (uint64_t)c->hada_n;
-    uint64_t n = (uint64_t)c->mhc_lanes, Te = (uint64_t)c->num_tables, sub = (uint64_t)c->engram_sub;
-    uint64_t slots = (uint64_t)c->engram_slots, uL = (uint64_t)L;
-    nd_cact_slot *s;
-
-    s = add_slot(&b, ND_SLOT_EMBEDDING, ND_SLOT_QUANT, 2, DIMS(V, d), "embedding");
-    strcpy(s->canonical, "embedding");
-    for (int l = 0; l < L; l++) {
-        /* the per-layer block, in the reference exporter's order */
-        static const struct {
-            nd_slot_role role;
-            const char *name; /* display suffix; canonical for projections */
-            int quant;
-        } block[14] = {
-            {ND_SLOT_NORM_IN, "norm_in", 0},         {ND_SLOT_Q_PROJ, "attn.q_proj", 1},
-            {ND_SLOT_K_PROJ, "attn.k_proj", 1},      {ND_SLOT_V_PROJ, "attn.v_proj", 1},
-            {ND_SLOT_Q_NORM, "attn.q_norm", 0},      {ND_SLOT_K_NORM, "attn.k_norm", 0},
-            {ND_SLOT_GATE_PROJ, "attn.gate_proj", 1}, {ND_SLOT_OUT_PROJ, "attn.out_proj", 1},
-            {ND_SLOT_POST_NORM, "post_attn_norm", 0}, {ND_SLOT_ATTN_GATE, "attn_gate", 0},
-            {ND_SLOT_PRE_HADA, "pre_hada_norm", 0},  {ND_SLOT_D1, "mlp.d1", 0},
-            {ND_SLOT_D2, "mlp.d2", 0},               {ND_SLOT_D3, "mlp.d3", 0},
-        };
-        for (int k = 0; k < 14; k++) {
-            uint64_t rows = 0, cols = 0, len = 0;
-            switch (block[k].role) {
-            case ND_SLOT_Q_PROJ: case ND_SLOT_GATE_PROJ: rows = A, cols = d; break;
-            case ND_SLOT_K_PROJ: case ND_SLOT_V_PROJ: rows = KV, cols = d; break;
-            case ND_SLOT_OUT_PROJ: rows = d, cols = A; break;
-            case ND_SLOT_Q_NORM: case ND_SLOT_K_NORM: len = hd; break;
-            case ND_SLOT_ATTN_GATE: len = 1; break;
-            case ND_SLOT_D1: case ND_SLOT_D2: case ND_SLOT_D3: len = Nh; break;
-            default: len = d; break;
-            }
-            if (block[k].quant) {
-                s = add_slot(&b, block[k].role, ND_SLOT_QUANT, 2, DIMS(rows, cols), "layers.%d.%s", l, block[k].name);
-                snprintf(s->canonical, sizeof s->canonical, "%s", block[k].name);
-            } else {
-                s = add_slot(&b, block[k].role, ND_SLOT_FLOAT, 1, DIMS(len), "layers.%d.%s", l, block[k].name);
-            }
-            s->layer = l;
-        }
-    }
-    add_slot(&b, ND_SLOT_A_PRE, ND_SLOT_FLOAT, 1, DIMS(uL), "mhc_a_pre");
-    add_slot(&b, ND_SLOT_A_POST, ND_SLOT_FLOAT, 1, DIMS(uL), "mhc_a_post");
-    add_slot(&b, ND_SLOT_A_RES, ND_SLOT_FLOAT, 1, DIMS(uL), "mhc_a_res");
-    add_slot(&b, ND_SLOT_B_PRE, ND_SLOT_FLOAT, 2, DIMS(uL, n), "mhc_b_pre");
-    add_slot(&b, ND_SLOT_B_POST, ND_SLOT_FLOAT, 2, DIMS(uL, n), "mhc_b_post");
-    add_slot(&b, ND_SLOT_B_RES, ND_SLOT_FLOAT, 3, DIMS(uL, n, n), "mhc_b_res");
-    s = add_slot(&b, ND_SLOT_PHI_PRE, ND_SLOT_QUANT, 2, DIMS(uL * n, n * d), "mhc_phi_pre");
-    strcpy(s->canonical, "mhc_phi_pre");
-    s = add_slot(&b, ND_SLOT_PHI_POST, ND_SLOT_QUANT, 2, DIMS(uL * n, n * d), "mhc_phi_post");
-    strcpy(s->canonical, "mhc_phi_post");
-    s = add_slot(&b, ND_SLOT_PHI_RES, ND_SLOT_QUANT, 2, DIMS(uL * n * n, n * d), "mhc_phi_res");
-    strcpy(s->canonical, "mhc_phi_res");
-    for (int i = 0; i < S; i++) {
-        s = add_slot(&b, ND_SLOT_TABLES, ND_SLOT_QUANT, 2, DIMS(Te * slots, sub), "engram%d.tables", i);
-        snprintf(s->canonical, sizeof s->canonical, "engram%d.tables", i);
-        s->site = i;
-        s = add_slot(&b, ND_SLOT_KEY_PROJ, ND_SLOT_QUANT, 2, DIMS(d, Te * sub), "engram%d.key_proj", i);
-        snprintf(s->canonical, sizeof s->canonical, "engram%d.key_proj", i);
-        s->site = i;
-        s = add_slot(&b, ND_SLOT_VALUE_PROJ, ND_SLOT_QUANT, 2, DIMS(d, Te * sub), "engram%d.value_proj", i);
-        snprintf(s->canonical, sizeof s->canonical, "engram%d.value_proj", i);
-        s->site = i;
-        s = add_slot(&b, ND_SLOT_TAPS, ND_SLOT_FLOAT, 2, DIMS(ND_CACT_CONV_TAPS, d), "engram%d.taps", i);
-        s->site = i;
-    }
-    add_slot(&b, ND_SLOT_FINAL_NORM, ND_SLOT_FLOAT, 1, DIMS(d), "final_norm");
-    if (n_heads > 0) add_slot(&b, ND_SLOT_MANIFEST, ND_SLOT_FLOAT, 1, DIMS((uint64_t)n_heads), "heads.manifest");
-    for (int k = 0; k < n_heads; k++) {
-        const char *hn = heads[k].code == ND_HEAD_CONTRASTIVE ? "contrastive" : "confidence";
-        uint64_t P = (uint64_t)heads[k].num_probes, out_dim = (uint64_t)heads[k].out_dim;
+    build(&b, c, heads, n_heads);
+    for (int k = 0; k < n_heads; k++)
         if (heads[k].num_probes <= 0 || heads[k].out_dim <= 0) b.overflow = 1;
-        nd_cact_slot *hs[3];
-        hs[0] = add_slot(&b, ND_SLOT_HEAD_PROBES, ND_SLOT_FLOAT, 2, DIMS(P, d), "%s.probes", hn);
-        hs[1] = add_slot(&b, ND_SLOT_HEAD_PROJ, ND_SLOT_FLOAT, 2, DIMS(out_dim, P * d), "%s.proj", hn);
-        hs[2] = add_slot(&b, ND_SLOT_HEAD_BIAS, ND_SLOT_FLOAT, 1, DIMS(out_dim), "%s.bias", hn);
-        for (int j = 0; j < 3; j++) hs[j]->head = k, hs[j]->head_code = heads[k].code;
-    }
-    s = add_slot(&b, ND_SLOT_TOKENIZER, ND_SLOT_BYTES, 0, NULL, "tokenizer");
     if (b.overflow || b.count != b.cap) {
         free(b.slots);
         return nd_errorf(err, NEEDLE_EINVAL, "cact layout: a tensor dimension is zero or exceeds 2^32");
@@ -145,6 +143,26 @@ int nd_cact_layout(const nd_config *c, const nd_cact_head_shape *heads, int n_he
     *out = b.slots;
     *count = b.count;
     return 0;
+}
+
+/* Tensors before the heads (everything up to final_norm) and per head; the
+ * positions of a head's probes and projection inside its group. */
+static void head_geometry(const nd_config *c, uint32_t *fixed, uint32_t *per_head, uint32_t *probes_at,
+                          uint32_t *proj_at)
+{
+    layout_builder b;
+    memset(&b, 0, sizeof b);
+    nd_cact_head_shape none = {ND_HEAD_CONTRASTIVE, 1, 1};
+    build(&b, c, &none, 0);
+    *fixed = (uint32_t)b.count - 1; /* without the tokenizer */
+    *per_head = *probes_at = *proj_at = 0;
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->scope != ND_SCOPE_HEAD || p->no_cact || !nd_param_in_config(p, c)) continue;
+        if (p->kind == ND_KIND_VECTOR && p->ck[0] == ND_DIM_PROBES) *probes_at = *per_head;
+        if (p->kind == ND_KIND_MATRIX) *proj_at = *per_head;
+        (*per_head)++;
+    }
 }
 
 /* ---- header <-> geometry ---- */
@@ -283,19 +301,20 @@ static float record_float_at(const nd_cact_file *f, const nd_cact_record *r, uin
 static int is_float_dtype(int dt) { return dt == ND_CACT_FP16 || dt == ND_CACT_FP32; }
 
 /* The heads block: read the manifest and the head shapes the layout needs. */
-static int resolve_heads(const nd_cact_file *f, const char *where, uint32_t fixed, nd_cact_head_shape *heads,
-                         int *n_heads, needle_error *err)
+static int resolve_heads(const nd_cact_file *f, const char *where, const nd_config *c, uint32_t fixed,
+                         nd_cact_head_shape *heads, int *n_heads, needle_error *err)
 {
-    uint32_t n = f->hdr.num_tensors;
+    uint32_t n = f->hdr.num_tensors, per_head, probes_at, proj_at, unused;
+    head_geometry(c, &unused, &per_head, &probes_at, &proj_at);
     *n_heads = 0;
     if (n == fixed + 1) return 0; /* no heads: the tokenizer follows final_norm */
     const nd_cact_record *m = &f->records[fixed];
-    if (n < fixed + 1 || !is_float_dtype(m->dtype) || m->ndim != 1 || m->shape[0] > 2 ||
-        n != fixed + 1 + 3 * m->shape[0] + 1)
+    if (n < fixed + 1 || !is_float_dtype(m->dtype) || m->ndim != 1 || m->shape[0] > ND_NUM_HEAD_KINDS ||
+        n != fixed + 1 + per_head * m->shape[0] + 1)
         return nd_errorf(err, NEEDLE_EFORMAT,
                          "%s: num_tensors %u does not fit the geometry (%u without heads, or a heads.manifest at "
-                         "tensor %u with 3 tensors per head)",
-                         where, n, fixed + 1, fixed);
+                         "tensor %u with %u tensors per head)",
+                         where, n, fixed + 1, fixed, per_head);
     int H = (int)m->shape[0];
     for (int k = 0; k < H; k++) {
         float code = record_float_at(f, m, (uint64_t)k);
@@ -306,10 +325,11 @@ static int resolve_heads(const nd_cact_file *f, const char *where, uint32_t fixe
             if (heads[j].code == (int)code)
                 return nd_errorf(err, NEEDLE_EFORMAT, "%s: heads.manifest (tensor %u) lists head %d twice", where, fixed,
                                  (int)code);
-        const nd_cact_record *probes = &f->records[fixed + 1 + 3 * k], *proj = probes + 1;
+        uint32_t group = fixed + 1 + per_head * (uint32_t)k;
+        const nd_cact_record *probes = &f->records[group + probes_at], *proj = &f->records[group + proj_at];
         if (probes->ndim != 2 || proj->ndim != 2)
             return nd_errorf(err, NEEDLE_EFORMAT, "%s: head %d: probes (tensor %u) and proj must be 2-D", where, k,
-                             fixed + 1 + 3 * k);
+                             group + probes_at);
         heads[k].code = (int)code;
         heads[k].num_probes = (int)probes->shape[0];
         heads[k].out_dim = (int)proj->shape[0];
@@ -323,13 +343,14 @@ int nd_cact_resolve(const nd_cact_file *f, const char *where, nd_config *cfg, nd
     *out = NULL;
     int rc = nd_cact_header_to_config(&f->hdr, where, cfg, err);
     if (rc) return rc;
-    uint32_t fixed = 1 + 14 * f->hdr.num_layers + 6 + 3 + 4 * f->hdr.num_sites + 1;
+    uint32_t fixed, per_head, probes_at, proj_at;
+    head_geometry(cfg, &fixed, &per_head, &probes_at, &proj_at);
     if (f->hdr.num_tensors < fixed + 1)
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: num_tensors %u at byte 4, the geometry needs at least %u", where,
                          f->hdr.num_tensors, fixed + 1);
-    nd_cact_head_shape heads[2];
+    nd_cact_head_shape heads[ND_NUM_HEAD_KINDS];
     int n_heads = 0;
-    if ((rc = resolve_heads(f, where, fixed, heads, &n_heads, err))) return rc;
+    if ((rc = resolve_heads(f, where, cfg, fixed, heads, &n_heads, err))) return rc;
     nd_cact_slot *slots;
     int count;
     needle_error lerr;

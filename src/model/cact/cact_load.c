@@ -89,67 +89,49 @@ static const float *load_floats(loader *ld, const nd_cact_slot *s, const nd_cact
     return dst;
 }
 
-static nd_head_weights *head_for(nd_weights *w, const nd_cact_slot *s)
+/* The struct holding slot s's parameter for layer `layer` (the scope's). */
+static void *slot_base(nd_weights *w, const nd_cact_slot *s, int layer)
 {
-    return s->head_code == ND_HEAD_CONTRASTIVE ? &w->contrastive : &w->confidence;
+    const nd_param_desc *p = s->param;
+    return nd_param_base(w, p, p->scope == ND_SCOPE_LAYER ? layer : p->scope == ND_SCOPE_SITE ? s->site : s->head_kind);
 }
 
-/* Point the weight that slot s stands for at record r. */
+/* Point the weight that slot s stands for at record r.  A stacked slot holds
+ * every layer: layer l owns rows l*rows.. of a matrix, elements l*per.. of
+ * a vector, element l of a scalar. */
 static void bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
 {
     nd_weights *w = ld->w;
-    const nd_config *c = &w->cfg;
-    nd_layer_weights *ly = s->layer >= 0 ? &w->layers[s->layer] : NULL;
-    nd_site_weights *st = s->site >= 0 ? &w->sites[s->site] : NULL;
-    int L = c->num_layers, n = c->mhc_lanes;
-    const float *v;
-    nd_matrix m;
-    switch (s->role) {
-    case ND_SLOT_EMBEDDING: w->embedding = load_matrix(ld, s, r); break;
-    case ND_SLOT_NORM_IN: ly->norm_in = load_floats(ld, s, r); break;
-    case ND_SLOT_Q_PROJ: ly->q_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_K_PROJ: ly->k_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_V_PROJ: ly->v_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_Q_NORM: ly->q_norm = load_floats(ld, s, r); break;
-    case ND_SLOT_K_NORM: ly->k_norm = load_floats(ld, s, r); break;
-    case ND_SLOT_GATE_PROJ: ly->gate_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_OUT_PROJ: ly->out_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_POST_NORM: ly->post_attn_norm = load_floats(ld, s, r); break;
-    case ND_SLOT_ATTN_GATE: ly->attn_gate = load_floats(ld, s, r)[0]; break;
-    case ND_SLOT_PRE_HADA: ly->pre_hada_norm = load_floats(ld, s, r); break;
-    case ND_SLOT_D1: ly->d1 = load_floats(ld, s, r); break;
-    case ND_SLOT_D2: ly->d2 = load_floats(ld, s, r); break;
-    case ND_SLOT_D3: ly->d3 = load_floats(ld, s, r); break;
-    case ND_SLOT_A_PRE: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].a_pre = v[l]; break;
-    case ND_SLOT_A_POST: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].a_post = v[l]; break;
-    case ND_SLOT_A_RES: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].a_res = v[l]; break;
-    case ND_SLOT_B_PRE: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].b_pre = v + l * n; break;
-    case ND_SLOT_B_POST: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].b_post = v + l * n; break;
-    case ND_SLOT_B_RES: v = load_floats(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].b_res = v + l * n * n; break;
-    /* the mHC projections of all layers are stacked: layer l owns rows l*n.. (pre/post) or l*n*n.. (res) */
-    case ND_SLOT_PHI_PRE: m = load_matrix(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].phi_pre = matrix_rows(&m, l * n, n); break;
-    case ND_SLOT_PHI_POST: m = load_matrix(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].phi_post = matrix_rows(&m, l * n, n); break;
-    case ND_SLOT_PHI_RES: m = load_matrix(ld, s, r); for (int l = 0; l < L; l++) w->layers[l].phi_res = matrix_rows(&m, l * n * n, n * n); break;
-    case ND_SLOT_TABLES: st->tables = load_matrix(ld, s, r); st->layer = c->engram_layers[s->site]; break;
-    case ND_SLOT_KEY_PROJ: st->key_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_VALUE_PROJ: st->value_proj = load_matrix(ld, s, r); break;
-    case ND_SLOT_TAPS: st->taps = load_floats(ld, s, r); break;
-    case ND_SLOT_FINAL_NORM: w->final_norm = load_floats(ld, s, r); break;
-    case ND_SLOT_MANIFEST: break; /* its content chose the head slots already */
-    case ND_SLOT_HEAD_PROBES:
-        head_for(w, s)->present = 1;
-        head_for(w, s)->num_probes = (int)s->shape[0];
-        head_for(w, s)->probes = load_floats(ld, s, r);
-        break;
-    case ND_SLOT_HEAD_PROJ:
-        head_for(w, s)->out_dim = (int)s->shape[0];
-        head_for(w, s)->proj = load_matrix(ld, s, r);
-        break;
-    case ND_SLOT_HEAD_BIAS: head_for(w, s)->bias = load_floats(ld, s, r); break;
-    case ND_SLOT_TOKENIZER:
+    if (s->role == ND_SLOT_TOKENIZER) {
         w->tokenizer_blob = ld->f->data + r->offset;
         w->tokenizer_blob_size = (size_t)r->nbytes;
-        break;
+        return;
+    }
+    if (!s->param) return; /* the manifest: its content chose the head slots already */
+    const nd_param_desc *p = s->param;
+    int n = p->scope == ND_SCOPE_LAYER && p->stacked ? w->cfg.num_layers : 1;
+    nd_matrix m;
+    const float *v = NULL;
+    if (p->kind == ND_KIND_MATRIX) m = load_matrix(ld, s, r);
+    else v = load_floats(ld, s, r);
+    size_t per = (size_t)(slot_elems(s) / (uint64_t)n);
+    for (int k = 0; k < n; k++) {
+        void *f = nd_param_field(p, slot_base(w, s, p->stacked ? k : s->layer));
+        if (p->kind == ND_KIND_MATRIX) {
+            int rows = m.rows / n;
+            *(nd_matrix *)f = n > 1 ? matrix_rows(&m, k * rows, rows) : m;
+        } else if (p->kind == ND_KIND_VECTOR) {
+            *(const float **)f = v + (size_t)k * per;
+        } else {
+            *(float *)f = v[k];
+        }
+    }
+    if (p->scope == ND_SCOPE_SITE) w->sites[s->site].layer = w->cfg.engram_layers[s->site];
+    if (p->scope == ND_SCOPE_HEAD) {
+        nd_head_weights *h = slot_base(w, s, -1);
+        h->present = 1;
+        if (p->kind == ND_KIND_MATRIX && p->rows == ND_DIM_HEAD_OUT) h->out_dim = (int)s->shape[0];
+        if (p->kind == ND_KIND_VECTOR && p->ck[0] == ND_DIM_PROBES) h->num_probes = (int)s->shape[0];
     }
 }
 

@@ -55,89 +55,63 @@ static void encode_record(const nd_cact_record *r, uint8_t out[ND_CACT_RECORD_BY
 
 /* ---- where each slot's data comes from ---- */
 
-static const nd_head_weights *slot_head(const nd_weights *w, const nd_cact_slot *s)
+/* The struct holding slot s's parameter for layer `layer` (the scope's). */
+static const void *slot_base(const nd_weights *w, const nd_cact_slot *s, int layer)
 {
-    return s->head_code == ND_HEAD_CONTRASTIVE ? &w->contrastive : &w->confidence;
+    const nd_param_desc *p = s->param;
+    return nd_param_base_c(w, p, p->scope == ND_SCOPE_LAYER ? layer : p->scope == ND_SCOPE_SITE ? s->site : s->head_kind);
 }
 
-/* The matrices a QUANT slot stacks (one, or one per layer for the mHC
- * projections) and the float matrix of a head projection. */
+/* How many per-layer instances a slot holds: all layers when stacked. */
+static int slot_instances(const nd_weights *w, const nd_cact_slot *s)
+{
+    return s->param->scope == ND_SCOPE_LAYER && s->param->stacked ? w->cfg.num_layers : 1;
+}
+
+/* The matrices a MATRIX slot stacks (one, or one per layer for the stacked
+ * mHC projections); 0 for other slots. */
 static int slot_matrices(const nd_weights *w, const nd_cact_slot *s, const nd_matrix **mats)
 {
-    const nd_layer_weights *ly = s->layer >= 0 ? &w->layers[s->layer] : NULL;
-    const nd_site_weights *st = s->site >= 0 ? &w->sites[s->site] : NULL;
-    int L = w->cfg.num_layers;
-    switch (s->role) {
-    case ND_SLOT_EMBEDDING: mats[0] = &w->embedding; return 1;
-    case ND_SLOT_Q_PROJ: mats[0] = &ly->q_proj; return 1;
-    case ND_SLOT_K_PROJ: mats[0] = &ly->k_proj; return 1;
-    case ND_SLOT_V_PROJ: mats[0] = &ly->v_proj; return 1;
-    case ND_SLOT_GATE_PROJ: mats[0] = &ly->gate_proj; return 1;
-    case ND_SLOT_OUT_PROJ: mats[0] = &ly->out_proj; return 1;
-    case ND_SLOT_PHI_PRE: for (int l = 0; l < L; l++) mats[l] = &w->layers[l].phi_pre; return L;
-    case ND_SLOT_PHI_POST: for (int l = 0; l < L; l++) mats[l] = &w->layers[l].phi_post; return L;
-    case ND_SLOT_PHI_RES: for (int l = 0; l < L; l++) mats[l] = &w->layers[l].phi_res; return L;
-    case ND_SLOT_TABLES: mats[0] = &st->tables; return 1;
-    case ND_SLOT_KEY_PROJ: mats[0] = &st->key_proj; return 1;
-    case ND_SLOT_VALUE_PROJ: mats[0] = &st->value_proj; return 1;
-    case ND_SLOT_HEAD_PROJ: mats[0] = &slot_head(w, s)->proj; return 1;
-    default: return 0;
-    }
+    if (!s->param || s->param->kind != ND_KIND_MATRIX) return 0;
+    int n = slot_instances(w, s);
+    for (int k = 0; k < n; k++)
+        mats[k] = nd_param_field_c(s->param, slot_base(w, s, s->param->stacked ? k : s->layer));
+    return n;
 }
 
-/* Copy a float vector slot's values into dst (slot element count); returns
- * 0, or -1 when a pointer the slot needs is missing. */
+/* Copy a float slot's values into dst (slot element count); returns 0, or
+ * -1 when a pointer the slot needs is missing. */
 static int slot_floats(const nd_weights *w, const nd_cact_slot *s, const nd_cact_head_shape *heads, float *dst)
 {
-    const nd_layer_weights *ly = s->layer >= 0 ? &w->layers[s->layer] : NULL;
-    const nd_config *c = &w->cfg;
-    int L = c->num_layers, n = c->mhc_lanes;
-    size_t len = s->shape[0];
-    const float *src = NULL;
-    switch (s->role) {
-    case ND_SLOT_NORM_IN: src = ly->norm_in; break;
-    case ND_SLOT_Q_NORM: src = ly->q_norm; break;
-    case ND_SLOT_K_NORM: src = ly->k_norm; break;
-    case ND_SLOT_POST_NORM: src = ly->post_attn_norm; break;
-    case ND_SLOT_PRE_HADA: src = ly->pre_hada_norm; break;
-    case ND_SLOT_D1: src = ly->d1; break;
-    case ND_SLOT_D2: src = ly->d2; break;
-    case ND_SLOT_D3: src = ly->d3; break;
-    case ND_SLOT_ATTN_GATE: dst[0] = ly->attn_gate; return 0;
-    case ND_SLOT_A_PRE: for (int l = 0; l < L; l++) dst[l] = w->layers[l].a_pre; return 0;
-    case ND_SLOT_A_POST: for (int l = 0; l < L; l++) dst[l] = w->layers[l].a_post; return 0;
-    case ND_SLOT_A_RES: for (int l = 0; l < L; l++) dst[l] = w->layers[l].a_res; return 0;
-    case ND_SLOT_B_PRE:
-    case ND_SLOT_B_POST:
-    case ND_SLOT_B_RES: {
-        int per = s->role == ND_SLOT_B_RES ? n * n : n;
-        for (int l = 0; l < L; l++) {
-            const float *b = s->role == ND_SLOT_B_PRE ? w->layers[l].b_pre
-                             : s->role == ND_SLOT_B_POST ? w->layers[l].b_post : w->layers[l].b_res;
-            if (!b) return -1;
-            memcpy(dst + (size_t)l * (size_t)per, b, sizeof(float) * (size_t)per);
-        }
+    size_t len = 1;
+    for (int d = 0; d < s->ndim; d++) len *= s->shape[d];
+    if (s->role == ND_SLOT_MANIFEST) {
+        for (size_t k = 0; k < len; k++) dst[k] = (float)heads[k].code;
         return 0;
     }
-    case ND_SLOT_TAPS: src = w->sites[s->site].taps; len = (size_t)ND_CACT_CONV_TAPS * (size_t)c->d_model; break;
-    case ND_SLOT_FINAL_NORM: src = w->final_norm; break;
-    case ND_SLOT_MANIFEST: for (size_t k = 0; k < len; k++) dst[k] = (float)heads[k].code; return 0;
-    case ND_SLOT_HEAD_PROBES:
-        src = slot_head(w, s)->probes;
-        len = (size_t)s->shape[0] * s->shape[1];
-        break;
-    case ND_SLOT_HEAD_BIAS:
-        src = slot_head(w, s)->bias;
-        /* the contrastive head has no bias in the model: the file stores zeros */
-        if (!src) {
-            memset(dst, 0, sizeof(float) * len);
-            return 0;
+    if (!s->param) return -1;
+    const nd_param_desc *p = s->param;
+    int n = slot_instances(w, s);
+    size_t per = len / (size_t)n;
+    for (int k = 0; k < n; k++) {
+        const void *f = nd_param_field_c(p, slot_base(w, s, s->param->stacked ? k : s->layer));
+        float *out = dst + (size_t)k * per;
+        if (p->kind == ND_KIND_SCALAR) {
+            out[0] = *(const float *)f;
+        } else if (p->kind == ND_KIND_VECTOR) {
+            const float *src = *(const float *const *)f;
+            if (src) {
+                memcpy(out, src, sizeof(float) * per);
+            } else if (p->scope == ND_SCOPE_HEAD && !nd_param_in_head_ckpt(p, s->head_kind)) {
+                /* a head without this parameter (the contrastive bias): the file stores its init constant */
+                for (size_t i = 0; i < per; i++) out[i] = (float)p->init_value;
+            } else {
+                return -1;
+            }
+        } else {
+            return -1;
         }
-        break;
-    default: return -1;
     }
-    if (!src) return -1;
-    memcpy(dst, src, sizeof(float) * len);
     return 0;
 }
 
@@ -224,8 +198,8 @@ static int write_quant(writer *wr, const nd_cact_slot *s, const nd_matrix *const
 static int write_float_slot(writer *wr, const nd_weights *w, const nd_cact_slot *s, const nd_cact_head_shape *heads,
                             needle_error *err)
 {
-    if (s->role == ND_SLOT_HEAD_PROJ) { /* a matrix stored as FP16, row by row */
-        const nd_matrix *m = &slot_head(w, s)->proj;
+    if (s->param && s->param->kind == ND_KIND_MATRIX) { /* a matrix stored as FP16, row by row */
+        const nd_matrix *m = nd_param_field_c(s->param, slot_base(w, s, s->layer));
         for (int r = 0; r < m->rows; r++) {
             int rc = write_fp16(wr, matrix_row(m, r, wr->rowbuf), (size_t)m->cols, err);
             if (rc) return rc;
@@ -243,17 +217,16 @@ static int write_float_slot(writer *wr, const nd_weights *w, const nd_cact_slot 
     return rc;
 }
 
-/* The heads the model carries, contrastive first (the reference's order). */
-static int model_heads(const nd_weights *w, nd_cact_head_shape heads[2])
+/* The heads the model carries, in nd_param_heads order (the reference's). */
+static int model_heads(const nd_weights *w, nd_cact_head_shape heads[ND_NUM_HEAD_KINDS])
 {
     int n = 0;
-    const nd_head_weights *hw[2] = {&w->contrastive, &w->confidence};
-    const int codes[2] = {ND_HEAD_CONTRASTIVE, ND_HEAD_CONFIDENCE};
-    for (int k = 0; k < 2; k++) {
-        if (!hw[k]->present) continue;
-        heads[n].code = codes[k];
-        heads[n].num_probes = hw[k]->num_probes;
-        heads[n].out_dim = hw[k]->out_dim;
+    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+        const nd_head_weights *hw = (const void *)((const char *)w + nd_param_heads[k].offset);
+        if (!hw->present) continue;
+        heads[n].code = nd_param_heads[k].code;
+        heads[n].num_probes = hw->num_probes;
+        heads[n].out_dim = hw->out_dim;
         n++;
     }
     return n;
@@ -294,7 +267,7 @@ int nd_cact_write(const char *path, const nd_weights *w, const nd_vocab *vocab, 
     int rc = nd_bits_map_parse(spec, &bm, err);
     if (rc) return rc;
 
-    nd_cact_head_shape heads[2];
+    nd_cact_head_shape heads[ND_NUM_HEAD_KINDS];
     int n_heads = model_heads(w, heads);
     nd_cact_slot *slots = NULL;
     int count = 0;
