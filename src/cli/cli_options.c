@@ -108,6 +108,13 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
 
 char *cli_default_file(const char *name)
 {
+    char rel[1024];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    return cli_repo_file(rel);
+}
+
+char *cli_repo_file(const char *rel)
+{
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
@@ -120,14 +127,14 @@ char *cli_default_file(const char *name)
             else strcpy(exe, ".");
             nd_buf b;
             nd_buf_init(&b);
-            nd_buf_printf(&b, "%s/models/%s", exe[0] ? exe : "/", name);
+            nd_buf_printf(&b, "%s/%s", exe[0] ? exe : "/", rel);
             if (!b.oom && access(b.data, R_OK) == 0) return nd_buf_take(&b);
             nd_buf_free(&b);
         }
     }
     nd_buf b;
     nd_buf_init(&b);
-    nd_buf_printf(&b, "models/%s", name);
+    nd_buf_printf(&b, "%s", rel);
     if (!b.oom && access(b.data, R_OK) == 0) return nd_buf_take(&b);
     nd_buf_free(&b);
     return NULL;

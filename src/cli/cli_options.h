@@ -55,6 +55,8 @@ const char *cli_model_path(const cli_common *c, const char *cmd, char **owned);
 /* models/NAME next to the repository root (the executable's directory's
  * parent), else in the current directory; a heap string or NULL. */
 char *cli_default_file(const char *name);
+/* The same for any path relative to the repository root ("tests/golden/tok8k.model"). */
+char *cli_repo_file(const char *rel);
 
 /* Read a tools file: a regular file of at most ND_LIMIT_TOOLS_BYTES with no
  * NUL byte (text after a NUL would otherwise be silently ignored). */

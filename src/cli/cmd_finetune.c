@@ -104,11 +104,21 @@ int cmd_finetune(int argc, char **argv)
         }
         if (bad) return 2;
     }
-    if (!data || !ckpt || !out) { usage(stderr); return 2; }
+    if (!data || !ckpt || !out) {
+        fprintf(stderr, "needle finetune: missing %s\n", !data ? "the DATA.jsonl argument" : !ckpt ? "--checkpoint" : "--out");
+        usage(stderr);
+        return 2;
+    }
     if (o.epochs < 1 || o.batch_size < 1 || o.max_len < 2 || o.val_split < 0 || o.val_split >= 1 || o.lr <= 0 ||
         (!full && (rank < 1 || alpha <= 0)) || o.bucket_window < 0 || o.save_every < 0 || o.stop_after < 0)
         return cli_fail("finetune", "an option is out of range (see --help)");
-    if (!tok_path) tok_path = "tests/golden/tok8k.model";
+    /* the default tokenizer is found from the executable, so finetune works from any directory */
+    char *tok_default = NULL;
+    if (!tok_path) {
+        tok_path = tok_default = cli_repo_file("tests/golden/tok8k.model");
+        if (!tok_path) return cli_fail("finetune", "no tokenizer: pass --tokenizer TOK.model (the default "
+                                                   "tests/golden/tok8k.model is not next to this needle)");
+    }
     if (o.save_every > 0 && !o.save_path) {
         snprintf(state_default, sizeof state_default, "%s.state", out);
         o.save_path = state_default;
@@ -151,5 +161,6 @@ fail:
     if (have_model) nd_train_model_free(&m);
     nd_threadpool_free(pool);
     nd_tokenizer_free(tok);
+    free(tok_default);
     return status;
 }

@@ -581,6 +581,11 @@ static int build_array(ctx *c, const nd_json *s, const char *path, int depth)
     int p1, p2, rc;
     if ((rc = get_count(c, s, "minItems", path, &mn, &p1)) < 0) return rc;
     if ((rc = get_count(c, s, "maxItems", path, &mx, &p2)) < 0) return rc;
+    /* no call fits a context with more items than this: refuse rather than generate until the budget ends */
+    enum { MAX_MIN_ITEMS = 4096 };
+    if (p1 && mn > MAX_MIN_ITEMS)
+        return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.minItems: %u is more than the %d items a call can hold", path, mn,
+                         MAX_MIN_ITEMS);
     const nd_json *items = nd_json_get(s, "items"), *prefix = nd_json_get(s, "prefixItems");
     const nd_json *additional = NULL;
     const char *prefix_name = "prefixItems";

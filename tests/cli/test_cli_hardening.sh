@@ -1,0 +1,157 @@
+#!/bin/sh
+# test_cli_hardening.sh - regression tests for the CLI's handling of hostile or
+# careless input (issue 20): each check runs the built needle and looks at its
+# exit status and message.  Run from the repository root:
+#   sh tests/cli/test_cli_hardening.sh [BUILD]
+# Prints "ok NAME" / "not ok NAME" per check and "N passed, N failed".
+BUILD=${1:-build}
+ROOT=$(pwd)
+NEEDLE="$ROOT/$BUILD/needle"
+G="$ROOT/tests/golden"
+T=$(mktemp -d /tmp/needle-cli-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+
+# check NAME COND_DESCRIPTION: uses $rc, $out (stdout+stderr) of the last `run`
+ok() { echo "ok      $1"; passed=$((passed + 1)); }
+bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | head -n 5 | sed 's/^/    | /'; failed=$((failed + 1)); }
+run() { out=$(timeout 120 "$@" 2>&1); rc=$?; }
+has() { printf '%s' "$out" | grep -q -F -- "$1"; }
+
+# --- needle run: arguments ---------------------------------------------------------------
+run "$NEEDLE" run --model "$G/tiny_w4.cact" turn off the lights
+if [ $rc -eq 2 ] && has 'quote it as one' && has '"turn off the lights"'; then ok run_unquoted_query_gets_reason
+else bad run_unquoted_query_gets_reason "rc=$rc"; fi
+
+run "$NEEDLE" run --threads 4x hi
+if [ $rc -eq 2 ] && has "--threads: '4x' is not an integer"; then ok run_bad_number_names_option
+else bad run_bad_number_names_option "rc=$rc"; fi
+
+run "$NEEDLE" run --window 99999999999 hi
+if [ $rc -eq 2 ] && has '--window' && has 'out of range (allowed 1 ..'; then ok run_window_overflow_refused
+else bad run_window_overflow_refused "rc=$rc"; fi
+
+run "$NEEDLE" run --temperature nan hi
+if [ $rc -eq 2 ] && has '--temperature'; then ok run_temperature_nan_refused
+else bad run_temperature_nan_refused "rc=$rc"; fi
+
+# --- input files: kinds, FIFOs, devices, limits ------------------------------------------
+mkfifo "$T/fifo"
+run "$NEEDLE" run --model "$T/fifo" hi
+if [ $rc -ne 124 ] && [ $rc -ne 0 ] && has 'FIFO'; then ok run_fifo_model_refused_without_blocking
+else bad run_fifo_model_refused_without_blocking "rc=$rc"; fi
+
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools /dev/zero hi
+if [ $rc -eq 1 ] && has '/dev/zero: is a character device'; then ok run_device_tools_refused
+else bad run_device_tools_refused "rc=$rc"; fi
+
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T" hi
+if [ $rc -eq 1 ] && has 'is a directory'; then ok run_directory_tools_refused
+else bad run_directory_tools_refused "rc=$rc"; fi
+
+printf '[]\000[{"name":"hidden"}]' > "$T/nul.json"
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/nul.json" hi
+if [ $rc -eq 1 ] && has 'NUL byte at byte 2'; then ok run_tools_with_nul_refused
+else bad run_tools_with_nul_refused "rc=$rc"; fi
+
+echo '[{"name":"f"}]' > "$T/tools.json"
+run "$NEEDLE" run --model "$T/tools.json" hi
+if [ $rc -eq 1 ] && has 'is a JSON text file, not a model'; then ok run_json_as_model_says_what_it_is
+else bad run_json_as_model_says_what_it_is "rc=$rc"; fi
+
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tokenizer "$T/tools.json" hi
+if [ $rc -eq 1 ] && has "$T/tools.json: is a JSON text file, not a SentencePiece tokenizer"; then ok run_tokenizer_error_names_file
+else bad run_tokenizer_error_names_file "rc=$rc"; fi
+
+run "$NEEDLE" inspect "$T/tools.json"
+if [ $rc -eq 1 ] && has 'is a JSON text file'; then ok inspect_json_says_what_it_is
+else bad inspect_json_says_what_it_is "rc=$rc"; fi
+
+cat > "$T/many.json" <<'J'
+[{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","minItems":1e9}},"required":["a"]}}]
+J
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/many.json" hi
+if [ $rc -eq 1 ] && has 'minItems: 1000000000 is more than'; then ok run_min_items_1e9_refused
+else bad run_min_items_1e9_refused "rc=$rc"; fi
+
+# --- NEEDLE_MODEL, empty request, success:false ----------------------------------------
+run env NEEDLE_MODEL="$T/from-env.cact" "$NEEDLE" run hi
+if [ $rc -eq 1 ] && has "$T/from-env.cact"; then ok run_honours_needle_model
+else bad run_honours_needle_model "rc=$rc"; fi
+
+run "$NEEDLE" run --model "$G/tiny_w4.cact" "   "
+if [ $rc -eq 1 ] && has 'the request is empty' && ! has '"function_calls":[{'; then ok run_empty_query_gets_no_call
+else bad run_empty_query_gets_no_call "rc=$rc"; fi
+
+if [ -f models/needle-default.cact ]; then
+    run "$NEEDLE" run --max-new-tokens 1 "turn off the kitchen lights"
+    if [ $rc -eq 1 ] && has '"success":false'; then ok run_success_false_exits_1
+    else bad run_success_false_exits_1 "rc=$rc"; fi
+    run "$NEEDLE" run "turn off the kitchen lights"
+    if [ $rc -eq 0 ] && has '"success":true'; then ok run_success_true_exits_0
+    else bad run_success_true_exits_0 "rc=$rc"; fi
+else
+    echo "  (models/needle-default.cact absent: the success:false exit checks are not run and not counted)"
+fi
+
+# --- finetune: numbers and data rows -------------------------------------------------------
+D="$T/data.jsonl"
+TOOLS='[{"name":"set_lights","parameters":{"type":"object","properties":{"room":{"type":"string","enum":["kitchen","hall"]}},"required":["room"]}}]'
+{
+    printf '{"query":"kitchen lights","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"kitchen"}}]}\n' "$TOOLS"
+    printf '{"query":"open the door","tools":%s,"answers":[{"name":"open_door","arguments":{}}]}\n' "$TOOLS"
+    printf '{"query":"attic lights","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"attic"}}]}\n' "$TOOLS"
+    printf '{"query":"%s","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"hall"}}]}\n' \
+        "$(i=0; while [ $i -lt 700 ]; do printf 'word%d ' $i; i=$((i + 1)); done)" "$TOOLS"
+    printf '{"query":"hall lights","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"hall"}}]}\n' "$TOOLS"
+} > "$D"
+FT="$NEEDLE finetune $D --checkpoint $G/tiny.safetensors --tokenizer $G/tok8k.model --out $T/a.safetensors"
+
+run $FT --epochs 99999999999
+if [ $rc -eq 2 ] && has "--epochs: '99999999999' is out of range (allowed 1 .. 1000000)"; then ok finetune_huge_epochs_refused
+else bad finetune_huge_epochs_refused "rc=$rc"; fi
+
+run $FT --lr nan
+if [ $rc -eq 2 ] && has "--lr: 'nan'"; then ok finetune_lr_nan_refused
+else bad finetune_lr_nan_refused "rc=$rc"; fi
+
+run $FT --val-split nan
+if [ $rc -eq 2 ] && has "--val-split: 'nan'"; then ok finetune_val_split_nan_refused
+else bad finetune_val_split_nan_refused "rc=$rc"; fi
+
+run $FT --batch-size 2x
+if [ $rc -eq 2 ] && has "--batch-size: '2x' is not an integer"; then ok finetune_trailing_junk_refused
+else bad finetune_trailing_junk_refused "rc=$rc"; fi
+
+run $FT --epochs 1 --val-split 0 --batch-size 2 --lora-rank 2
+if [ $rc -eq 0 ] && has "data.jsonl:2: skipped:" && has '"open_door", which "tools" does not declare' \
+   && has "data.jsonl:3: skipped:" && has "do not match the tools' schemas" \
+   && has "data.jsonl:4: skipped:" && has "tokens after tokenisation, more than the 512 allowed" \
+   && has "2 rows used of 5"; then ok finetune_invalid_and_overlong_rows_skipped_with_place
+else bad finetune_invalid_and_overlong_rows_skipped_with_place "rc=$rc"; fi
+
+run $FT --epochs 1 --checkpoint "$G/tiny_w4.cact"
+if [ $rc -eq 1 ] && has 'is a .cact model file, not a safetensors checkpoint'; then ok finetune_cact_checkpoint_says_what_it_is
+else bad finetune_cact_checkpoint_says_what_it_is "rc=$rc"; fi
+
+# the default tokenizer is found from any working directory
+run sh -c "cd '$T' && '$NEEDLE' finetune '$D' --checkpoint '$G/tiny.safetensors' --out '$T/b.safetensors' --epochs 1 --val-split 0"
+if [ $rc -eq 0 ] && [ -f "$T/b.safetensors" ]; then ok finetune_default_tokenizer_from_any_directory
+else bad finetune_default_tokenizer_from_any_directory "rc=$rc"; fi
+
+# a LoRA training state refuses a different base checkpoint
+"$NEEDLE" init --preset tiny --seed 7 --out "$T/other.safetensors" >/dev/null 2>&1
+run $FT --epochs 2 --val-split 0 --batch-size 1 --save-every 1 --stop-after 1 --state-file "$T/run.state"
+rc1=$rc
+run "$NEEDLE" finetune "$D" --checkpoint "$T/other.safetensors" --tokenizer "$G/tok8k.model" --out "$T/c.safetensors" \
+    --resume "$T/run.state"
+if [ $rc1 -eq 0 ] && [ $rc -eq 1 ] && has 'a different base'; then ok finetune_resume_refuses_other_base
+else bad finetune_resume_refuses_other_base "rc=$rc (state run rc=$rc1)"; fi
+run "$NEEDLE" finetune "$D" --checkpoint "$G/tiny.safetensors" --tokenizer "$G/tok8k.model" --out "$T/c.safetensors" \
+    --resume "$T/run.state"
+if [ $rc -eq 0 ]; then ok finetune_resume_accepts_same_base
+else bad finetune_resume_accepts_same_base "rc=$rc"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
