@@ -207,7 +207,8 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"system\" is not a string", where);
     if (!rc) rc = json_field(row, "answers", "function_calls", where, &gold_owned, &gold, err);
     if (!rc) rc = check_gold(gold, where, err);
-    if (!rc && o->tools_from_data) {
+    int row_tools = !rc && (o->tools_from_data == 1 || (o->tools_from_data == 2 && nd_json_get(row, "tools")));
+    if (row_tools) {
         rc = json_field(row, "tools", NULL, where, &tools_owned, &tools, err);
         if (!rc) nd_json_write(&tb, tools, 1);
         if (!rc && tb.oom) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
@@ -222,7 +223,7 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     needle_session_options so;
     memset(&so, 0, sizeof so);
     so.system = sys && sys->type == ND_JSON_STRING ? sys->str : NULL;
-    so.tools_json = o->tools_from_data ? tb.data : o->tools_json;
+    so.tools_json = row_tools ? tb.data : o->tools_json;
     so.max_new_tokens = o->max_new_tokens;
     if (needle_session_open(m, &so, &s, &e2)) {
         /* tools the session refuses (bad JSON, a schema the grammar cannot

@@ -91,6 +91,17 @@ if [ -f models/needle-default.cact ]; then
     run "$NEEDLE" run "turn off the kitchen lights"
     if [ $rc -eq 0 ] && has '"success":true'; then ok run_success_true_exits_0
     else bad run_success_true_exits_0 "rc=$rc"; fi
+    # needle eval answers a row with the tools it carries (a renamed set_lights models/tools.json lacks)
+    python3 -c '
+import json, sys
+tools = json.load(open("models/tools.json"))
+t = dict([x for x in tools if x["name"] == "set_lights"][0], name="control_lights")
+print(json.dumps({"query": "turn off the kitchen lights", "tools": [t],
+                  "answers": [{"name": "control_lights", "arguments": {"room": "kitchen", "on": False}}]}))
+' > "$T/eval.jsonl"
+    run "$NEEDLE" eval "$T/eval.jsonl"
+    if [ $rc -eq 0 ] && has '"tool_name_accuracy":1.0000'; then ok eval_uses_row_tools_by_default
+    else bad eval_uses_row_tools_by_default "rc=$rc"; fi
 else
     echo "  (models/needle-default.cact absent: the success:false exit checks are not run and not counted)"
 fi
