@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/error.h"
 #include "io/cact.h"
 #include "io/spm_model.h"
@@ -84,12 +85,9 @@ int cmd_build(int argc, char **argv)
     }
     long kv_window = -1;
     if (kv) {
-        char *end;
-        kv_window = strtol(kv, &end, 10);
-        if (*kv == '\0' || *end || kv_window < 1 || kv_window > (1L << 24)) {
-            fprintf(stderr, "needle build: --kv-window must be a positive integer (got '%s')\n", kv);
-            return 2;
-        }
+        int w = 0;
+        if (cli_int("build", "--kv-window", kv, 1, 1 << 24, &w)) return 2;
+        kv_window = w;
     }
 
     needle_error err;

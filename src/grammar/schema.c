@@ -458,6 +458,11 @@ static int build_number(ctx *c, const nd_json *s, const char *path, int integer)
         n->imax = isinf(b) ? INT_LIMIT : clamp_i64(b);
         if (n->imin < -INT_LIMIT) n->imin = -INT_LIMIT;
         if (n->imax > INT_LIMIT) n->imax = INT_LIMIT;
+        /* say why here: the emptiness check later can only blame nesting */
+        if (a > b) return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: no value satisfies the schema: no integer lies between its minimum and maximum", path);
+        if (n->imin > n->imax)
+            return nd_errorf(c->err, NEEDLE_ESCHEMA,
+                             "%s: no value satisfies the schema: no integer of at most 18 digits (the longest generated) lies within its bounds", path);
         n->mult = has_mult ? (int64_t)mult : 1;
     } else {
         n->nmin = lo;

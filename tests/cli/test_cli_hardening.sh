@@ -75,6 +75,13 @@ run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/many.json" hi
 if [ $rc -eq 1 ] && has 'minItems: 1000000000 is more than'; then ok run_min_items_1e9_refused
 else bad run_min_items_1e9_refused "rc=$rc"; fi
 
+cat > "$T/big.json" <<'J'
+[{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer","minimum":1e19}},"required":["a"]}}]
+J
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/big.json" hi
+if [ $rc -eq 1 ] && has 'properties.a: no integer of at most 18 digits'; then ok run_integer_digit_limit_named
+else bad run_integer_digit_limit_named "rc=$rc"; fi
+
 # --- NEEDLE_MODEL, empty request, success:false ----------------------------------------
 run env NEEDLE_MODEL="$T/from-env.cact" "$NEEDLE" run hi
 if [ $rc -eq 1 ] && has "$T/from-env.cact"; then ok run_honours_needle_model
