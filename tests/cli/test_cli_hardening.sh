@@ -79,7 +79,7 @@ cat > "$T/big.json" <<'J'
 [{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer","minimum":1e19}},"required":["a"]}}]
 J
 run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/big.json" hi
-if [ $rc -eq 1 ] && has 'properties.a: no integer of at most 18 digits'; then ok run_integer_digit_limit_named
+if [ $rc -eq 1 ] && has 'no integer of at most 18 digits'; then ok run_integer_digit_limit_named
 else bad run_integer_digit_limit_named "rc=$rc"; fi
 
 # --- NEEDLE_MODEL, empty request, success:false ----------------------------------------
