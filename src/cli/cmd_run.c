@@ -37,7 +37,8 @@ static void usage(FILE *to)
             "--model defaults to $NEEDLE_MODEL, else models/needle-default.cact, and --tools to\n"
             "models/tools.json (looked up"
             " next to the executable's parent directory, then the current directory) when they exist.\n"
-            "The exit status is 1 when a turn's envelope says \"success\":false (stdin mode: any turn).\n"
+            "The exit status is 1 when a turn's envelope says \"success\":false (stdin mode: any turn);\n"
+            "every envelope field is described in docs/envelope.md.\n"
             "--stats prints the mask cost and decode speed of each turn to stderr.\n"
             "With more than five tools the contrastive head shows the model only the top five per\n"
             "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n");
