@@ -44,6 +44,10 @@ static int finish_open(needle_model *m, const needle_model_options *opt, const c
 {
     if (opt && opt->kv_window < 0)
         return nd_errorf(err, NEEDLE_EINVAL, "%s: kv_window %d must be >= 0", where, opt->kv_window);
+    int max_seq = m->net->weights.cfg.max_seq_len;
+    if (opt && opt->kv_window > max_seq)
+        return nd_errorf(err, NEEDLE_EINVAL, "%s: window %d is larger than the model's max_seq_len %d", where,
+                         opt->kv_window, max_seq);
     m->window = opt && opt->kv_window > 0 ? opt->kv_window : m->net->default_window;
     int rc = open_tokenizer(m, tokenizer_path, where, err);
     if (!rc) rc = nd_agent_model_prepare(m, err);

@@ -79,6 +79,11 @@ int cmd_bench(int argc, char **argv)
     if (nd_model_open(model, &mo, &m, &err)) goto done;
     double load_ms = now_ms() - t0;
     nd_state_options so = {.window = window, .kv_bits = kv_bits};
+    if (so.window > m->weights.cfg.max_seq_len) {
+        snprintf(err.message, sizeof err.message, "--window %d is larger than the model's max_seq_len %d", so.window,
+                 m->weights.cfg.max_seq_len);
+        goto done;
+    }
     if (nd_state_create(m, &so, &s, &err)) goto done;
     int V = m->weights.cfg.vocab_size;
     lg = malloc(sizeof(float) * (size_t)V);

@@ -101,6 +101,11 @@ int cmd_logits(int argc, char **argv)
     memset(want, 1, sizeof want);
     if (nd_model_open(model, &mo, &m, &err)) goto done;
     nd_state_options so = {.window = c.window, .sinks = sinks, .kv_bits = c.kv_bits};
+    if (so.window > m->weights.cfg.max_seq_len) {
+        snprintf(err.message, sizeof err.message, "--window %d is larger than the model's max_seq_len %d", so.window,
+                 m->weights.cfg.max_seq_len);
+        goto done;
+    }
     if (nd_state_create(m, &so, &s, &err)) goto done;
     int V = m->weights.cfg.vocab_size;
     chunk = malloc(sizeof(float) * (size_t)CHUNK * (size_t)V);

@@ -32,6 +32,18 @@ run "$NEEDLE" run --window 99999999999 hi
 if [ $rc -eq 2 ] && has '--window' && has 'out of range (allowed 1 ..'; then ok run_window_overflow_refused
 else bad run_window_overflow_refused "rc=$rc"; fi
 
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --window 100000 hi
+if [ $rc -eq 1 ] && has "window 100000 is larger than the model's max_seq_len 512"; then ok run_window_above_max_seq_len_refused
+else bad run_window_above_max_seq_len_refused "rc=$rc"; fi
+
+run "$NEEDLE" logits --model "$G/tiny_w4.cact" --ids 1,2,3 --window 100000
+if [ $rc -eq 1 ] && has "larger than the model's max_seq_len 512"; then ok logits_window_above_max_seq_len_refused
+else bad logits_window_above_max_seq_len_refused "rc=$rc"; fi
+
+run "$NEEDLE" init --preset tiny --set kv_window=4096 --out "$T/wide.safetensors"
+if [ $rc -ne 0 ] && has 'kv_window = 4096 is outside [0, 512]' && [ ! -f "$T/wide.safetensors" ]; then ok config_kv_window_above_max_seq_len_refused
+else bad config_kv_window_above_max_seq_len_refused "rc=$rc"; fi
+
 run "$NEEDLE" run --temperature nan hi
 if [ $rc -eq 2 ] && has '--temperature'; then ok run_temperature_nan_refused
 else bad run_temperature_nan_refused "rc=$rc"; fi
