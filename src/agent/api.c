@@ -51,6 +51,13 @@ static int finish_open(needle_model *m, const needle_model_options *opt, const c
     m->window = opt && opt->kv_window > 0 ? opt->kv_window : m->net->default_window;
     int rc = open_tokenizer(m, tokenizer_path, where, err);
     if (!rc) rc = nd_agent_model_prepare(m, err);
+    /* a tokenizer problem names the file it came from (the .model, or the model holding it) */
+    const char *tok_where = tokenizer_path ? tokenizer_path : where;
+    if (rc && rc != NEEDLE_ENOMEM && err && strncmp(err->message, tok_where, strlen(tok_where)) != 0) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        nd_errorf(err, rc, "%s: %s", tok_where, why);
+    }
     return rc;
 }
 

@@ -22,6 +22,8 @@
 #include "model/bits_map.h"
 #include "model/weights.h"
 #include "quant/cq.h"
+#include "text/tokenizer.h"
+#include "needle.h"
 #include "train/merge.h"
 
 static void usage(FILE *to)
@@ -40,6 +42,32 @@ static void usage(FILE *to)
 }
 
 static int fail_err(const needle_error *err) { return cli_fail("build", err->message); }
+
+/* The tokenizer must build (the same rules run applies), fit the network's
+ * vocabulary and hold the chat markers the layout needs. */
+static int check_tokenizer(const nd_vocab *v, int vocab_size, const char *where, needle_error *err)
+{
+    nd_tokenizer *t = NULL;
+    int rc = nd_tokenizer_create(v, &t, err);
+    if (rc) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return nd_errorf(err, rc, "%s: %s", where, why);
+    }
+    int n = nd_tokenizer_size(t);
+    if (n > vocab_size) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: %d pieces, more than the network's vocabulary of %d",
+                                       where, n, vocab_size);
+    static const char *const markers[] = {"<|im_start|>", "<|im_end|>", "<tools>", "</tools>", "<think>",
+                                          "</think>", "<tool_call>", "</tool_call>", NULL};
+    for (int i = 0; !rc && markers[i]; i++) {
+        int id = nd_tokenizer_piece_id(t, markers[i], strlen(markers[i]));
+        if (id < 0 || nd_tokenizer_type(t, id) != ND_PIECE_MARKER)
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: the chat marker %s is missing (not a Needle vocabulary)", where,
+                           markers[i]);
+    }
+    nd_tokenizer_free(t);
+    return rc;
+}
 
 int cmd_build(int argc, char **argv)
 {
@@ -120,6 +148,13 @@ int cmd_build(int argc, char **argv)
         nd_weights_free(&w);
         return fail_err(&err);
     }
+    /* the checks `run` makes, here, naming the tokenizer: never write a model run would refuse */
+    rc = check_tokenizer(&v, w.cfg.vocab_size, tok ? tok : ckpt, &err);
+    if (rc) {
+        nd_vocab_free(&v);
+        nd_weights_free(&w);
+        return fail_err(&err);
+    }
     printf("  %-10s%s  %d pieces\n", "tokenizer", tok ? tok : "(from the checkpoint)", v.n_pieces);
     const char *shown_map = bits_map && *bits_map ? bits_map : w.cfg.weight_bits[0] ? w.cfg.weight_bits : "default=4";
     printf("  %-10s%s  kv window %d\n", "quantise", shown_map, nd_config_effective_window(&w.cfg));
@@ -131,6 +166,14 @@ int cmd_build(int argc, char **argv)
     nd_vocab_free(&v);
     nd_weights_free(&w);
     if (rc) return fail_err(&err);
+    /* open it as `run` does; a file run cannot use is removed, not left behind */
+    needle_model *check = NULL;
+    if (needle_model_open(out, NULL, NULL, &check, &err)) {
+        remove(out);
+        fprintf(stderr, "needle build: the written model does not open (removed %s): %s\n", out, err.message);
+        return 1;
+    }
+    needle_model_close(check);
     printf("  %-10s%s  %.2f MB  %d tensors  W%sA%d\n", "wrote", out, (double)st.bytes / 1e6, st.tensors,
            nd_cq_bits_name(st.default_bits), act_bits);
     return 0;

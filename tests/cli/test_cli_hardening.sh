@@ -76,6 +76,26 @@ run "$NEEDLE" run --model "$G/tiny_w4.cact" --tokenizer "$T/tools.json" hi
 if [ $rc -eq 1 ] && has "$T/tools.json: is a JSON text file, not a SentencePiece tokenizer"; then ok run_tokenizer_error_names_file
 else bad run_tokenizer_error_names_file "rc=$rc"; fi
 
+# a tokenizer with a duplicated piece: build must refuse it as run would, naming the file
+python3 -c '
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+p, found = 0, []
+while p < len(b) and b[p] == 0x0a and len(found) < 2:  # the repeated "pieces" field
+    p += 1; n = 0; sh = 0
+    while True:
+        c = b[p]; p += 1; n |= (c & 0x7f) << sh; sh += 7
+        if not c & 0x80: break
+    if b[p] == 0x0a and b[p + 1] == 2: found.append(p + 2)  # a two-byte piece text
+    p += n
+b[found[1]:found[1] + 2] = b[found[0]:found[0] + 2]
+open(sys.argv[2], "wb").write(bytes(b))
+' "$G/tok8k.model" "$T/dup.model"
+run "$NEEDLE" build "$G/tiny.safetensors" --tokenizer "$T/dup.model" --out "$T/dup.cact"
+if [ $rc -eq 1 ] && has "$T/dup.model: tokenizer: piece" && has 'duplicates piece' && [ ! -f "$T/dup.cact" ]; then
+    ok build_refuses_tokenizer_run_would_refuse
+else bad build_refuses_tokenizer_run_would_refuse "rc=$rc"; fi
+
 run "$NEEDLE" inspect "$T/tools.json"
 if [ $rc -eq 1 ] && has 'is a JSON text file'; then ok inspect_json_says_what_it_is
 else bad inspect_json_says_what_it_is "rc=$rc"; fi
