@@ -921,7 +921,21 @@ out:
     return rc;
 }
 
+static int compile_at(ctx *c, const nd_json *s, const char *path, int depth);
+
+/* Compile s at path, eliding the middle of a long path (a deep $ref chain or
+ * nesting) so that an error's reason always fits the 512-byte message. */
 static int compile(ctx *c, const nd_json *s, const char *path, int depth)
+{
+    enum { KEEP_HEAD = 80, KEEP_TAIL = 140 };
+    size_t n = strlen(path);
+    if (n <= KEEP_HEAD + KEEP_TAIL + 5) return compile_at(c, s, path, depth);
+    char shorter[KEEP_HEAD + KEEP_TAIL + 8];
+    snprintf(shorter, sizeof shorter, "%.*s.....%s", KEEP_HEAD, path, path + n - KEEP_TAIL);
+    return compile_at(c, s, shorter, depth);
+}
+
+static int compile_at(ctx *c, const nd_json *s, const char *path, int depth)
 {
     if (depth > MAX_SCHEMA_DEPTH) return nd_errorf(c->err, NEEDLE_ELIMIT, "%s: schema nested too deeply", path);
     if (s->type == ND_JSON_TRUE) return any_node(c, path);

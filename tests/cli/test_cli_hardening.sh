@@ -114,6 +114,20 @@ run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/big.json" hi
 if [ $rc -eq 1 ] && has 'no integer of at most 18 digits'; then ok run_integer_digit_limit_named
 else bad run_integer_digit_limit_named "rc=$rc"; fi
 
+# a long $ref chain ending in an unsupported keyword: the reason survives (the path's middle is elided)
+python3 -c '
+import json, sys
+defs = {"step_with_a_rather_long_name_%d" % i: {"$ref": "#/$defs/step_with_a_rather_long_name_%d" % (i + 1)}
+        for i in range(30)}
+defs["step_with_a_rather_long_name_30"] = {"type": "object", "properties": {"deep": {"not": {}}}}
+json.dump([{"name": "f", "parameters": {"type": "object", "$defs": defs,
+                                        "properties": {"c": {"$ref": "#/$defs/step_with_a_rather_long_name_0"}}}}],
+          open(sys.argv[1], "w"))
+' "$T/refchain.json"
+run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/refchain.json" hi
+if [ $rc -eq 1 ] && has 'properties.deep: unsupported keyword "not"'; then ok run_long_ref_chain_keeps_reason
+else bad run_long_ref_chain_keeps_reason "rc=$rc"; fi
+
 # --- NEEDLE_MODEL, empty request, success:false ----------------------------------------
 run env NEEDLE_MODEL="$T/from-env.cact" "$NEEDLE" run hi
 if [ $rc -eq 1 ] && has "$T/from-env.cact"; then ok run_honours_needle_model
