@@ -72,14 +72,19 @@ static int check_tokenizer(const nd_vocab *v, int vocab_size, const char *where,
 int cmd_build(int argc, char **argv)
 {
     const char *ckpt = NULL, *tok = NULL, *bits = NULL, *bits_map = NULL, *kv = NULL, *out = NULL, *lora = NULL;
+    cli_common c;
+    cli_common_init(&c, CLI_TOKENIZER);
     for (int i = 1; i < argc; i++) {
         const char *v;
+        int shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) tok = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--bits-map"))) bits_map = v;
+        if ((shared = cli_common_parse(&c, "build", argc, argv, &i)) != 0) {
+            if (shared < 0) return 2;
+            tok = c.tokenizer;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--bits-map"))) bits_map = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--bits"))) bits = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--kv-window"))) kv = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;

@@ -60,13 +60,15 @@ int cmd_finetune(int argc, char **argv)
         }
     }
     const char *C = "finetune";
+    cli_common c;
+    cli_common_init(&c, CLI_TOKENIZER | CLI_THREADS | CLI_SEED);
     for (int i = 1; i < argc; i++) {
-        int bad = 0;
+        int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if ((shared = cli_common_parse(&c, C, argc, argv, &i)) != 0) bad = shared < 0;
         else if (!strcmp(argv[i], "--full")) full = 1;
         else if ((v = cli_flag_value(argc, argv, &i, "--checkpoint"))) ckpt = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) tok_path = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--epochs"))) bad = cli_int(C, "--epochs", v, 1, 1000000, &o.epochs);
         else if ((v = cli_flag_value(argc, argv, &i, "--batch-size")))
             bad = cli_int(C, "--batch-size", v, 1, 65536, &o.batch_size);
@@ -77,8 +79,6 @@ int cmd_finetune(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--max-len"))) bad = cli_int(C, "--max-len", v, 2, 1 << 20, &o.max_len);
         else if ((v = cli_flag_value(argc, argv, &i, "--val-split")))
             bad = cli_double(C, "--val-split", v, 0.0, 0.99, &o.val_split);
-        else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) bad = cli_u64(C, "--seed", v, &o.seed);
-        else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) bad = cli_int(C, "--threads", v, 1, CLI_MAX_THREADS, &threads);
         else if ((v = cli_flag_value(argc, argv, &i, "--log-every"))) bad = cli_int(C, "--log-every", v, 0, 1 << 30, &o.log_every);
         else if ((v = cli_flag_value(argc, argv, &i, "--bucket-window")))
             bad = cli_int(C, "--bucket-window", v, 0, 1 << 20, &o.bucket_window);
@@ -104,6 +104,9 @@ int cmd_finetune(int argc, char **argv)
         }
         if (bad) return 2;
     }
+    tok_path = c.tokenizer;
+    threads = c.threads;
+    if (c.have_seed) o.seed = c.seed;
     if (!data || !ckpt || !out) {
         fprintf(stderr, "needle finetune: missing %s\n", !data ? "the DATA.jsonl argument" : !ckpt ? "--checkpoint" : "--out");
         usage(stderr);

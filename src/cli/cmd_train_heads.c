@@ -30,19 +30,19 @@ static void usage(FILE *to)
 
 int cmd_train_heads(int argc, char **argv)
 {
-    const char *model = NULL, *tok = NULL, *data = NULL, *out = NULL, *v;
+    const char *data = NULL, *out = NULL, *v;
+    cli_common c;
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_SEED);
     nd_heads_train_options o;
     memset(&o, 0, sizeof o);
     o.log = stderr;
     for (int i = 1; i < argc; i++) {
-        int bad = 0;
+        int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--model"))) {
-            model = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) {
-            tok = v;
+        } else if ((shared = cli_common_parse(&c, "train-heads", argc, argv, &i)) != 0) {
+            bad = shared < 0;
         } else if ((v = cli_flag_value(argc, argv, &i, "--out"))) {
             out = v;
         } else if ((v = cli_flag_value(argc, argv, &i, "--epochs"))) {
@@ -61,8 +61,6 @@ int cmd_train_heads(int argc, char **argv)
             int mb = 0;
             bad = cli_int("train-heads", "--max-cell-mb", v, 1, 1 << 24, &mb);
             o.max_cell_mb = (size_t)mb;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) {
-            bad = cli_u64("train-heads", "--seed", v, &o.seed);
         } else if ((v = cli_flag_value(argc, argv, &i, "--only"))) {
             if (!strcmp(v, "confidence")) o.skip_contrastive = 1;
             else if (!strcmp(v, "contrastive")) o.skip_confidence = 1;
@@ -77,12 +75,15 @@ int cmd_train_heads(int argc, char **argv)
         } else if (!data) {
             data = argv[i];
         } else {
-            usage(stderr);
+            fprintf(stderr, "needle train-heads: one DATA file expected, got '%s' and '%s'\n", data, argv[i]);
             return 2;
         }
         if (bad) return 2;
     }
+    const char *model = c.model, *tok = c.tokenizer;
+    if (c.have_seed) o.seed = c.seed;
     if (!model || !data || !out) {
+        fprintf(stderr, "needle train-heads: missing %s\n", !model ? "--model" : !data ? "the DATA.jsonl argument" : "--out");
         usage(stderr);
         return 2;
     }
