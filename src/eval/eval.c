@@ -4,9 +4,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "grammar/grammar.h"
 #include "core/error.h"
+#include "core/file.h"
 
 /* ---- scoring ---------------------------------------------------------------- */
 
@@ -261,8 +263,14 @@ done:
 
 int nd_eval_file(needle_model *m, const char *path, const nd_eval_opts *o, nd_eval_result *r, needle_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return nd_errorf(err, NEEDLE_EIO, "%s: cannot open", path);
+    /* a regular file only: a FIFO or device would block or never end */
+    int fd = nd_open_regular(path, err);
+    if (fd < 0) return NEEDLE_EIO;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return nd_errorf(err, NEEDLE_EIO, "%s: cannot open", path);
+    }
     char *line = NULL, where[1200];
     size_t cap = 0;
     ssize_t n;

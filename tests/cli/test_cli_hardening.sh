@@ -54,6 +54,14 @@ run "$NEEDLE" run --model "$T/fifo" hi
 if [ $rc -ne 124 ] && [ $rc -ne 0 ] && has 'FIFO'; then ok run_fifo_model_refused_without_blocking
 else bad run_fifo_model_refused_without_blocking "rc=$rc"; fi
 
+run "$NEEDLE" eval --model "$G/tiny_w4.cact" "$T/fifo"
+if [ $rc -eq 1 ] && has 'FIFO'; then ok eval_fifo_data_refused_without_blocking
+else bad eval_fifo_data_refused_without_blocking "rc=$rc"; fi
+
+run "$NEEDLE" finetune "$T/fifo" --checkpoint "$G/tiny.safetensors" --tokenizer "$G/tok8k.model" --out "$T/f.safetensors"
+if [ $rc -eq 1 ] && has 'FIFO'; then ok finetune_fifo_data_refused_without_blocking
+else bad finetune_fifo_data_refused_without_blocking "rc=$rc"; fi
+
 run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools /dev/zero hi
 if [ $rc -eq 1 ] && has '/dev/zero: is a character device'; then ok run_device_tools_refused
 else bad run_device_tools_refused "rc=$rc"; fi
