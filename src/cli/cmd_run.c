@@ -81,13 +81,62 @@ static void print_stats(const needle_session *s)
 }
 
 /* Read stdin line by line: one turn each. */
+/* The longest stdin line taken (a request or a tool result): 16 MiB. */
+#define STDIN_LINE_MAX ((size_t)16 << 20)
+
+/* One line of stdin into *line (without the newline), at most STDIN_LINE_MAX
+ * bytes kept: a longer line is read to its end and reported as too long (*n
+ * set to -2), so an endless line cannot take all memory.  -1 at end of input. */
+static ssize_t read_line(char **line, size_t *cap, int *too_long)
+{
+    size_t n = 0;
+    int c, any = 0;
+    *too_long = 0;
+    while ((c = getchar()) != EOF) {
+        any = 1;
+        if (c == '\n') break;
+        if (n >= STDIN_LINE_MAX) {
+            *too_long = 1;
+            continue;
+        }
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            char *p = realloc(*line, nc);
+            if (!p) {
+                *too_long = 1;
+                continue;
+            }
+            *line = p;
+            *cap = nc;
+        }
+        (*line)[n++] = (char)c;
+    }
+    if (!any) return -1;
+    if (!*line) { /* an empty line before any allocation */
+        *line = malloc(1);
+        if (!*line) return -1;
+        *cap = 1;
+    }
+    (*line)[n] = '\0';
+    return (ssize_t)n;
+}
+
 static int run_stdin(needle_session *s, int stats)
 {
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    int failures = 0;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
+    int failures = 0, too_long = 0;
+    while ((n = read_line(&line, &cap, &too_long)) >= 0) {
+        if (too_long) {
+            needle_error e = {.code = NEEDLE_ELIMIT};
+            snprintf(e.message, sizeof e.message, "stdin: a line longer than the %zu MiB allowed",
+                     STDIN_LINE_MAX >> 20);
+            print_error_envelope(&e);
+            failures++;
+            fflush(stdout);
+            continue;
+        }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
         if (n == 0) continue;
         if ((size_t)n != strlen(line)) { /* an embedded NUL: not text */

@@ -136,6 +136,13 @@ run "$NEEDLE" run --model "$G/tiny_w4.cact" --tools "$T/refchain.json" hi
 if [ $rc -eq 1 ] && has 'properties.deep: unsupported keyword "not"'; then ok run_long_ref_chain_keeps_reason
 else bad run_long_ref_chain_keeps_reason "rc=$rc"; fi
 
+# an endless stdin line is cut off at 16 MiB with an error envelope; the next line is still answered
+out=$( (head -c 20000000 /dev/zero | tr '\000' 'a'; printf '\nlights on\n') | timeout 120 "$NEEDLE" run --model "$G/tiny_w4.cact" \
+      --tools "$T/tools.json" --max-new-tokens 8 2>&1); rc=$?
+if [ $rc -eq 1 ] && has 'a line longer than the 16 MiB allowed' && [ "$(printf '%s\n' "$out" | grep -c '^{"type"')" -eq 2 ]; then
+    ok run_stdin_line_bounded
+else bad run_stdin_line_bounded "rc=$rc"; fi
+
 # --- NEEDLE_MODEL, empty request, success:false ----------------------------------------
 run env NEEDLE_MODEL="$T/from-env.cact" "$NEEDLE" run hi
 if [ $rc -eq 1 ] && has "$T/from-env.cact"; then ok run_honours_needle_model
