@@ -7,36 +7,6 @@
 
 static const char *or_empty(const char *s) { return s ? s : ""; }
 
-void nd_chat_render_prompt(nd_buf *out, const char *system, const char *tools_json, const char *query)
-{
-    if (system && system[0]) {
-        nd_buf_puts(out, "<|im_start|>system\n");
-        nd_buf_puts(out, system);
-        nd_buf_puts(out, "<|im_end|>\n");
-    }
-    nd_buf_puts(out, "<|im_start|>user\n<tools>");
-    nd_buf_puts(out, or_empty(tools_json));
-    nd_buf_puts(out, "</tools>\n");
-    nd_buf_puts(out, or_empty(query));
-    nd_buf_puts(out, "<|im_end|>\n<|im_start|>assistant\n");
-}
-
-void nd_chat_render_target(nd_buf *out, const char *reasoning, const char *answers_json)
-{
-    nd_buf_puts(out, "<think>");
-    nd_buf_puts(out, or_empty(reasoning));
-    nd_buf_puts(out, "</think>\n<tool_call>");
-    nd_buf_puts(out, or_empty(answers_json));
-    nd_buf_puts(out, "</tool_call><|im_end|>");
-}
-
-void nd_chat_render_tool_result(nd_buf *out, const char *result_json)
-{
-    nd_buf_puts(out, "\n<|im_start|>user\n<tool_result>");
-    nd_buf_puts(out, or_empty(result_json));
-    nd_buf_puts(out, "</tool_result><|im_end|>\n<|im_start|>assistant\n");
-}
-
 /* A layout as spans: the template's own text (markers are markers) and the
  * caller's untrusted text (system, tools, query, tool result, and in training
  * rows the reasoning and answers), where marker spellings stay plain text. */
@@ -83,6 +53,33 @@ static void tool_result_spans(span_list *l, const char *result_json)
     lit(l, "\n<|im_start|>user\n<tool_result>");
     untrusted(l, result_json);
     lit(l, "</tool_result><|im_end|>\n<|im_start|>assistant\n");
+}
+
+static void render(nd_buf *out, const span_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) nd_buf_append(out, l->s[i].text, l->s[i].len);
+}
+
+/* The strings are the spans joined: one definition of the layout. */
+void nd_chat_render_prompt(nd_buf *out, const char *system, const char *tools_json, const char *query)
+{
+    span_list l;
+    prompt_spans(&l, system, tools_json, query);
+    render(out, &l);
+}
+
+void nd_chat_render_target(nd_buf *out, const char *reasoning, const char *answers_json)
+{
+    span_list l;
+    target_spans(&l, reasoning, answers_json);
+    render(out, &l);
+}
+
+void nd_chat_render_tool_result(nd_buf *out, const char *result_json)
+{
+    span_list l;
+    tool_result_spans(&l, result_json);
+    render(out, &l);
 }
 
 /* Encode one segment's spans and append the ids (and mask values when mask is non-NULL). */
