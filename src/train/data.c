@@ -41,6 +41,38 @@ static void tools_cache_free(tools_cache *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Write obj with the keys its schema declares first, in the declared order,
+ * then any others: JSON objects are unordered, the grammar is not. */
+static void write_in_schema_order(nd_buf *b, const nd_json *obj, const nd_json *schema)
+{
+    const nd_json *props = schema ? nd_json_get(schema, "properties") : NULL;
+    if (!obj || obj->type != ND_JSON_OBJECT || !props || props->type != ND_JSON_OBJECT) {
+        nd_json_write(b, obj, 1);
+        return;
+    }
+    int first = 1;
+    nd_buf_putc(b, '{');
+    /* the declared keys in the schema's order, then undeclared ones in their own */
+    for (size_t k = 0; k < props->count; k++) {
+        const nd_json *v = nd_json_get(obj, props->keys[k]);
+        if (!v) continue;
+        if (!first) nd_buf_putc(b, ',');
+        first = 0;
+        nd_json_write_string(b, props->keys[k], props->key_lens[k], 1);
+        nd_buf_putc(b, ':');
+        write_in_schema_order(b, v, &props->items[k]);
+    }
+    for (size_t i = 0; i < obj->count; i++) {
+        if (nd_json_get(props, obj->keys[i])) continue;
+        if (!first) nd_buf_putc(b, ',');
+        first = 0;
+        nd_json_write_string(b, obj->keys[i], obj->key_lens[i], 1);
+        nd_buf_putc(b, ':');
+        nd_json_write(b, &obj->items[i], 1);
+    }
+    nd_buf_putc(b, '}');
+}
+
 /* Every answer must call a declared tool with arguments its schema accepts:
  * training on anything else teaches calls the engine's grammar would refuse. */
 static int check_answers(const nd_buf *tools, const nd_buf *answers, const char *where, tools_cache *cache,
@@ -81,19 +113,42 @@ static int check_answers(const nd_buf *tools, const nd_buf *answers, const char 
                                 rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where); }
         }
     }
+    /* the calls written compactly as the engine generates them: name first, then the
+     * arguments with their keys in each schema's declared order */
+    nd_buf canon;
+    nd_buf_init(&canon);
+    nd_buf_putc(&canon, '[');
+    for (size_t i = 0; !rc && i < aj->count; i++) {
+        const nd_json *name = nd_json_get(&aj->items[i], "name"), *args = nd_json_get(&aj->items[i], "arguments");
+        const nd_json *params = NULL;
+        for (size_t k = 0; k < tj->count && !params; k++) {
+            const nd_json *tn = nd_json_get(&tj->items[k], "name");
+            if (tn && tn->type == ND_JSON_STRING && tn->len == name->len && !memcmp(tn->str, name->str, tn->len))
+                params = nd_json_get(&tj->items[k], "parameters");
+        }
+        nd_buf_puts(&canon, i ? ",{\"name\":" : "{\"name\":");
+        nd_json_write_string(&canon, name->str, name->len, 1);
+        if (args) {
+            nd_buf_puts(&canon, ",\"arguments\":");
+            write_in_schema_order(&canon, args, params);
+        }
+        nd_buf_putc(&canon, '}');
+    }
+    nd_buf_putc(&canon, ']');
+    if (!rc && canon.oom) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
     if (!rc) {
         nd_grammar_state *st = malloc(sizeof *st);
         if (!st) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
         else {
             nd_grammar_start(g, st);
-            /* the answers are written compactly, as the engine generates them */
-            if (nd_grammar_advance(g, st, answers->data, answers->len) != 0 || !nd_grammar_complete(g, st))
+            if (nd_grammar_advance(g, st, canon.data, canon.len) != 0 || !nd_grammar_complete(g, st))
                 rc = nd_errorf(err, NEEDLE_ESCHEMA, "%s: \"answers\" do not match the tools' schemas: %.200s", where,
                                answers->data);
             free(st);
         }
         if (!cache) nd_grammar_free(g);
     }
+    nd_buf_free(&canon);
     nd_json_free(tj);
     nd_json_free(aj);
     return rc;

@@ -188,7 +188,7 @@ else bad logits_memory_bounded_by_asked_positions "$out"; fi
 
 # --- finetune: numbers and data rows -------------------------------------------------------
 D="$T/data.jsonl"
-TOOLS='[{"name":"set_lights","parameters":{"type":"object","properties":{"room":{"type":"string","enum":["kitchen","hall"]}},"required":["room"]}}]'
+TOOLS='[{"name":"set_lights","parameters":{"type":"object","properties":{"room":{"type":"string","enum":["kitchen","hall"]},"on":{"type":"boolean"}},"required":["room"]}}]'
 {
     printf '{"query":"kitchen lights","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"kitchen"}}]}\n' "$TOOLS"
     printf '{"query":"open the door","tools":%s,"answers":[{"name":"open_door","arguments":{}}]}\n' "$TOOLS"
@@ -196,6 +196,8 @@ TOOLS='[{"name":"set_lights","parameters":{"type":"object","properties":{"room":
     printf '{"query":"%s","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"hall"}}]}\n' \
         "$(i=0; while [ $i -lt 700 ]; do printf 'word%d ' $i; i=$((i + 1)); done)" "$TOOLS"
     printf '{"query":"hall lights","tools":%s,"answers":[{"name":"set_lights","arguments":{"room":"hall"}}]}\n' "$TOOLS"
+    # keys in another order than the schema's are still a valid instance: kept
+    printf '{"query":"hall lights on","tools":%s,"answers":[{"arguments":{"on":true,"room":"hall"},"name":"set_lights"}]}\n' "$TOOLS"
 } > "$D"
 FT="$NEEDLE finetune $D --checkpoint $G/tiny.safetensors --tokenizer $G/tok8k.model --out $T/a.safetensors"
 
@@ -219,7 +221,7 @@ run $FT --epochs 1 --val-split 0 --batch-size 2 --lora-rank 2
 if [ $rc -eq 0 ] && has "data.jsonl:2: skipped:" && has '"open_door", which "tools" does not declare' \
    && has "data.jsonl:3: skipped:" && has "do not match the tools' schemas" \
    && has "data.jsonl:4: skipped:" && has "tokens after tokenisation, more than the 512 allowed" \
-   && has "2 rows used of 5"; then ok finetune_invalid_and_overlong_rows_skipped_with_place
+   && has "3 rows used of 6"; then ok finetune_invalid_and_overlong_rows_skipped_with_place
 else bad finetune_invalid_and_overlong_rows_skipped_with_place "rc=$rc"; fi
 
 run $FT --epochs 1 --checkpoint "$G/tiny_w4.cact"
