@@ -20,7 +20,7 @@ static const char *shape_problem(const char *s, int allow_float)
     if (*p == '+' || *p == '-') p++;
     if (!isdigit((unsigned char)*p) && !(allow_float && *p == '.' && isdigit((unsigned char)p[1])))
         return allow_float ? "is not a number" : "is not an integer";
-    if (!allow_float && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) return "is not a decimal integer";
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) return allow_float ? "is not a decimal number" : "is not a decimal integer";
     return NULL;
 }
 
