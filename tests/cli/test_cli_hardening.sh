@@ -175,7 +175,8 @@ else
 fi
 
 # --- needle logits keeps only the asked rows: 3000 ids x 8192 vocab would be 98 MB of floats.
-# Peak RSS of 3000 ids minus that of 300 ids (a difference, so sanitizer shadow memory cancels out).
+# Peak RSS of 3000 ids minus that of 300 ids (a difference, so most sanitizer shadow memory cancels
+# out): before the fix 84 MB, after it a few MB (33 MB under ThreadSanitizer); the bound is 50 MB.
 peak() {
     python3 -c '
 import resource, subprocess, sys
@@ -188,7 +189,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if p.return
 small=$(peak 300)
 large=$(peak 3000)
 out="peak RSS ${small} MB for 300 ids, ${large} MB for 3000 ids"
-if [ "$small" -gt 0 ] && [ "$large" -gt 0 ] && [ $((large - small)) -lt 30 ]; then ok logits_memory_bounded_by_asked_positions
+if [ "$small" -gt 0 ] && [ "$large" -gt 0 ] && [ $((large - small)) -lt 50 ]; then ok logits_memory_bounded_by_asked_positions
 else bad logits_memory_bounded_by_asked_positions "$out"; fi
 
 # --- finetune: numbers and data rows -------------------------------------------------------
