@@ -2,6 +2,7 @@
 #   make            library + build/needle
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make tsan       the same tests under ThreadSanitizer (gcc, build-tsan/)
 #   make fuzz       libFuzzer harnesses (clang), run briefly
 #   make CC=clang   any C11 compiler; the build is -Wall -Wextra -Werror clean
 
@@ -26,7 +27,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all lib test asan fuzz clean check-golden
+.PHONY: all lib test asan tsan fuzz clean check-golden
 all: $(BUILD)/needle $(BUILD)/libneedle.so
 
 lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so
@@ -61,6 +62,12 @@ asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  LDLIBS="-lm -pthread -fsanitize=address,undefined" test
 
+# ThreadSanitizer: gcc (its runtime ships with gcc); the Python oracles are skipped
+# (they would run an uninstrumented interpreter against instrumented binaries for long)
+tsan:
+	NEEDLE_SKIP_PYTHON=1 $(MAKE) BUILD=build-tsan CC=gcc OPT=-O1 EXTRA_CFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  LDLIBS="-lm -pthread -fsanitize=thread" test
+
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 20
@@ -74,7 +81,7 @@ fuzz: $(FUZZ_BIN)
 	  then tail -n 2 build-fuzz/$$n.log; else tail -n 40 build-fuzz/$$n.log; echo "fuzz $$n FAILED"; exit 1; fi; done
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 

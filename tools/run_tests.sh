@@ -1,14 +1,19 @@
 #!/bin/sh
-# Run every test binary in BUILD/tests (from the repository root) and the Python
+# Run every test binary in BUILD/tests and every tests/cli/test_*.sh script (from the
+# repository root) and the Python
 # oracle tests when their packages are installed; print one closing line
 # "N passed, N failed" and exit non-zero if anything failed or crashed.
 BUILD=${1:-build}
 passed=0
 failed=0
-for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] || continue
+# C test binaries, then the CLI scripts (tests/cli/test_*.sh, given the build directory)
+for t in "$BUILD"/tests/test_* tests/cli/test_*.sh; do
+    case "$t" in
+    *.sh) [ -f "$t" ] || continue; set -- sh "$t" "$BUILD" ;;
+    *) [ -x "$t" ] || continue; set -- "$t" ;;
+    esac
     echo "== $(basename "$t")"
-    out=$("$t" 2>&1)
+    out=$("$@" 2>&1)
     rc=$?
     printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)

@@ -44,9 +44,20 @@ static int finish_open(needle_model *m, const needle_model_options *opt, const c
 {
     if (opt && opt->kv_window < 0)
         return nd_errorf(err, NEEDLE_EINVAL, "%s: kv_window %d must be >= 0", where, opt->kv_window);
+    int max_seq = m->net->weights.cfg.max_seq_len;
+    if (opt && opt->kv_window > max_seq)
+        return nd_errorf(err, NEEDLE_EINVAL, "%s: window %d is larger than the model's max_seq_len %d", where,
+                         opt->kv_window, max_seq);
     m->window = opt && opt->kv_window > 0 ? opt->kv_window : m->net->default_window;
     int rc = open_tokenizer(m, tokenizer_path, where, err);
     if (!rc) rc = nd_agent_model_prepare(m, err);
+    /* a tokenizer problem names the file it came from (the .model, or the model holding it) */
+    const char *tok_where = tokenizer_path ? tokenizer_path : where;
+    if (rc && rc != NEEDLE_ENOMEM && err && strncmp(err->message, tok_where, strlen(tok_where)) != 0) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        nd_errorf(err, rc, "%s: %s", tok_where, why);
+    }
     return rc;
 }
 
@@ -135,8 +146,20 @@ int needle_session_set_tools(needle_session *s, const char *tools_json, needle_e
 
 void needle_session_reset(needle_session *s) { nd_session_reset(s); }
 
+/* 1 when the text holds nothing but blanks: there is no request to answer,
+ * and a model asked anyway invents one. */
+static int blank_text(const char *s)
+{
+    if (!s) return 0; /* NULL is the session's own error */
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != '\f' && *s != '\v') return 0;
+    return 1;
+}
+
 int needle_session_send(needle_session *s, const char *user_text, char **envelope, needle_error *err)
 {
+    if (envelope) *envelope = NULL;
+    if (blank_text(user_text)) return nd_errorf(err, NEEDLE_EINVAL, "the request is empty (nothing to answer)");
     return nd_session_turn(s, ND_TURN_USER, user_text, 0, envelope, err);
 }
 
@@ -169,15 +192,19 @@ int needle_init(const char *system, const char *tools_json, const char *tool_ind
     int rc = 0;
     if (!compat_model) rc = open_default_model(&compat_model);
     if (!rc) {
-        needle_session_close(compat_session);
-        compat_session = NULL;
         needle_session_options o;
         memset(&o, 0, sizeof o);
         o.system = system;
         o.tools_json = tools_json;
         o.tool_index_path = tool_index_path;
         needle_error err;
-        rc = needle_session_open(compat_model, &o, &compat_session, &err);
+        needle_session *fresh = NULL;
+        /* the working session is replaced only once the new one opened: bad tools keep it */
+        rc = needle_session_open(compat_model, &o, &fresh, &err);
+        if (!rc) {
+            needle_session_close(compat_session);
+            compat_session = fresh;
+        }
     }
     pthread_mutex_unlock(&compat_lock);
     return rc;
@@ -194,6 +221,7 @@ int needle_complete(const char *text, int max_new_tokens, char *out, int out_siz
     int rc;
     char *env = NULL;
     if (!compat_session) rc = NEEDLE_ESTATE;
+    else if (blank_text(text)) rc = NEEDLE_EINVAL;
     else {
         needle_error err;
         rc = nd_session_turn(compat_session, ND_TURN_USER, text, max_new_tokens, &env, &err);

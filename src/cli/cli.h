@@ -21,8 +21,7 @@ int cmd_train_heads(int argc, char **argv);
 /* Small shared helpers for argument parsing (cli_util.c). */
 /* Returns the value for --name (either "--name V" or "--name=V"), advancing *i. */
 const char *cli_flag_value(int argc, char **argv, int *i, const char *name);
-/* Parse a whole decimal integer in [lo, hi] into *out; 0, or -1 (out untouched). */
-int cli_parse_int(const char *s, long lo, long hi, int *out);
+/* Numbers in option values: cli_int / cli_double / cli_u64 (cli_options.h). */
 /* Parse "1,2,3" into a heap array of ints; returns count or -1 on error. */
 int cli_parse_int_list(const char *s, int **out);
 /* Print "needle NAME: message" to stderr and return 1. */

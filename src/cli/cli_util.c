@@ -43,16 +43,6 @@ int cli_parse_int_list(const char *s, int **out)
     return n;
 }
 
-int cli_parse_int(const char *s, long lo, long hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int cli_fail(const char *cmd, const char *msg)
 {
     fprintf(stderr, "needle %s: %s\n", cmd, msg);

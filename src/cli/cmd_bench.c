@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/threadpool.h"
 #include "model/model.h"
 
@@ -36,27 +37,36 @@ static double peak_rss_mb(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: needle bench --model FILE [--prompt-tokens N (512)] [--gen-tokens M (128)] [--threads T]\n"
+    fprintf(stderr, "usage: needle bench [--model FILE] [--prompt-tokens N (512)] [--gen-tokens M (128)] [--threads T]\n"
                     "                    [--window W] [--kv-bits 32|8] [--float]\n");
     return 2;
 }
 
 int cmd_bench(int argc, char **argv)
 {
-    const char *model = NULL, *v;
-    int n_prompt = 512, n_gen = 128, threads = 0, kv_bits = 0, window = 0, dequant = 0;
+    const char *v;
+    int n_prompt = 512, n_gen = 128, dequant = 0;
+    cli_common c;
+    cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS);
     for (int i = 1; i < argc; i++) {
-        if ((v = cli_flag_value(argc, argv, &i, "--model"))) model = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--prompt-tokens"))) n_prompt = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--gen-tokens"))) n_gen = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) threads = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--window"))) window = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--kv-bits"))) kv_bits = atoi(v);
+        int bad = 0, shared;
+        if ((shared = cli_common_parse(&c, "bench", argc, argv, &i)) != 0) bad = shared < 0;
+        else if ((v = cli_flag_value(argc, argv, &i, "--prompt-tokens")))
+            bad = cli_int("bench", "--prompt-tokens", v, 1, 1 << 20, &n_prompt);
+        else if ((v = cli_flag_value(argc, argv, &i, "--gen-tokens")))
+            bad = cli_int("bench", "--gen-tokens", v, 0, 1 << 20, &n_gen);
         else if (!strcmp(argv[i], "--float")) dequant = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
-        else return usage();
+        else {
+            fprintf(stderr, "needle bench: unknown option or argument '%s'\n", argv[i]);
+            return usage();
+        }
+        if (bad) return 2;
     }
-    if (!model || n_prompt < 1 || n_prompt > 1 << 20 || n_gen < 0 || n_gen > 1 << 20) return usage();
+    char *model_default = NULL;
+    const char *model = cli_model_path(&c, "bench", &model_default);
+    if (!model) return 2;
+    int threads = c.threads, kv_bits = c.kv_bits, window = c.window;
 
     needle_error err = {0};
     nd_model *m = NULL;
@@ -69,6 +79,11 @@ int cmd_bench(int argc, char **argv)
     if (nd_model_open(model, &mo, &m, &err)) goto done;
     double load_ms = now_ms() - t0;
     nd_state_options so = {.window = window, .kv_bits = kv_bits};
+    if (so.window > m->weights.cfg.max_seq_len) {
+        snprintf(err.message, sizeof err.message, "--window %d is larger than the model's max_seq_len %d", so.window,
+                 m->weights.cfg.max_seq_len);
+        goto done;
+    }
     if (nd_state_create(m, &so, &s, &err)) goto done;
     int V = m->weights.cfg.vocab_size;
     lg = malloc(sizeof(float) * (size_t)V);
@@ -121,5 +136,6 @@ done:
     free(ids);
     nd_state_free(s);
     nd_model_free(m);
+    free(model_default);
     return status;
 }

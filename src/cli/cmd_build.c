@@ -15,12 +15,15 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/error.h"
 #include "model/cact/cact.h"
 #include "io/spm_model.h"
 #include "model/bits_map.h"
 #include "model/weights.h"
 #include "quant/cq.h"
+#include "text/tokenizer.h"
+#include "needle.h"
 #include "train/merge.h"
 
 static void usage(FILE *to)
@@ -40,17 +43,48 @@ static void usage(FILE *to)
 
 static int fail_err(const needle_error *err) { return cli_fail("build", err->message); }
 
+/* The tokenizer must build (the same rules run applies), fit the network's
+ * vocabulary and hold the chat markers the layout needs. */
+static int check_tokenizer(const nd_vocab *v, int vocab_size, const char *where, needle_error *err)
+{
+    nd_tokenizer *t = NULL;
+    int rc = nd_tokenizer_create(v, &t, err);
+    if (rc) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return nd_errorf(err, rc, "%s: %s", where, why);
+    }
+    int n = nd_tokenizer_size(t);
+    if (n > vocab_size) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: %d pieces, more than the network's vocabulary of %d",
+                                       where, n, vocab_size);
+    static const char *const markers[] = {"<|im_start|>", "<|im_end|>", "<tools>", "</tools>", "<think>",
+                                          "</think>", "<tool_call>", "</tool_call>", NULL};
+    for (int i = 0; !rc && markers[i]; i++) {
+        int id = nd_tokenizer_piece_id(t, markers[i], strlen(markers[i]));
+        if (id < 0 || nd_tokenizer_type(t, id) != ND_PIECE_MARKER)
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: the chat marker %s is missing (not a Needle vocabulary)", where,
+                           markers[i]);
+    }
+    nd_tokenizer_free(t);
+    return rc;
+}
+
 int cmd_build(int argc, char **argv)
 {
     const char *ckpt = NULL, *tok = NULL, *bits = NULL, *bits_map = NULL, *kv = NULL, *out = NULL, *lora = NULL;
+    cli_common c;
+    cli_common_init(&c, CLI_TOKENIZER);
     for (int i = 1; i < argc; i++) {
         const char *v;
+        int shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) tok = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--bits-map"))) bits_map = v;
+        if ((shared = cli_common_parse(&c, "build", argc, argv, &i)) != 0) {
+            if (shared < 0) return 2;
+            tok = c.tokenizer;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--bits-map"))) bits_map = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--bits"))) bits = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--kv-window"))) kv = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
@@ -84,12 +118,9 @@ int cmd_build(int argc, char **argv)
     }
     long kv_window = -1;
     if (kv) {
-        char *end;
-        kv_window = strtol(kv, &end, 10);
-        if (*kv == '\0' || *end || kv_window < 1 || kv_window > (1L << 24)) {
-            fprintf(stderr, "needle build: --kv-window must be a positive integer (got '%s')\n", kv);
-            return 2;
-        }
+        int w = 0;
+        if (cli_int("build", "--kv-window", kv, 1, 1 << 24, &w)) return 2;
+        kv_window = w;
     }
 
     needle_error err;
@@ -122,6 +153,13 @@ int cmd_build(int argc, char **argv)
         nd_weights_free(&w);
         return fail_err(&err);
     }
+    /* the checks `run` makes, here, naming the tokenizer: never write a model run would refuse */
+    rc = check_tokenizer(&v, w.cfg.vocab_size, tok ? tok : ckpt, &err);
+    if (rc) {
+        nd_vocab_free(&v);
+        nd_weights_free(&w);
+        return fail_err(&err);
+    }
     printf("  %-10s%s  %d pieces\n", "tokenizer", tok ? tok : "(from the checkpoint)", v.n_pieces);
     const char *shown_map = bits_map && *bits_map ? bits_map : w.cfg.weight_bits[0] ? w.cfg.weight_bits : "default=4";
     printf("  %-10s%s  kv window %d\n", "quantise", shown_map, nd_config_effective_window(&w.cfg));
@@ -133,6 +171,14 @@ int cmd_build(int argc, char **argv)
     nd_vocab_free(&v);
     nd_weights_free(&w);
     if (rc) return fail_err(&err);
+    /* open it as `run` does; a file run cannot use is removed, not left behind */
+    needle_model *check = NULL;
+    if (needle_model_open(out, NULL, NULL, &check, &err)) {
+        remove(out);
+        fprintf(stderr, "needle build: the written model does not open (removed %s): %s\n", out, err.message);
+        return 1;
+    }
+    needle_model_close(check);
     printf("  %-10s%s  %.2f MB  %d tensors  W%sA%d\n", "wrote", out, (double)st.bytes / 1e6, st.tensors,
            nd_cq_bits_name(st.default_bits), act_bits);
     return 0;

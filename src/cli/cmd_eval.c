@@ -5,6 +5,7 @@
 
 #include "eval/eval.h"
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/buf.h"
 #include "core/file.h"
 #include "needle.h"
@@ -12,45 +13,41 @@
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: needle eval --model FILE [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
+            "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
             "                   [--max-new-tokens N] [--threads N] [--show-failures N] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
             "exact_call_accuracy (names and arguments equal as JSON values, call order ignored),\n"
             "argument precision/recall/F1 over (tool, key, value) triples, refusal_accuracy (rows\n"
             "expecting [] answered []), false_refusal_rate, schema_valid_rate, mean_decode_tps.\n"
-            "--tools-from-data declares each row's own tools; otherwise every row gets --tools\n"
-            "(default models/tools.json).  Malformed rows are reported on stderr and skipped;\n"
+            "Without --tools, a row that carries \"tools\" is answered with them and the others with\n"
+            "models/tools.json; --tools FILE gives every row FILE; --tools-from-data requires each\n"
+            "row's own tools.  --model defaults to $NEEDLE_MODEL, then models/needle-default.cact.\n"
+            "Malformed rows are reported on stderr and skipped;\n"
             "--show-failures N prints the first N wrong answers to stderr.\n");
 }
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *model = NULL, *tokenizer = NULL, *tools_path = NULL, *data = NULL, *v;
+    const char *data = NULL, *v;
+    cli_common c;
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS);
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
     o.report = stderr;
     needle_model_options mo;
     memset(&mo, 0, sizeof mo);
     for (int i = 1; i < argc; i++) {
-        int bad = 0;
+        int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--tools-from-data")) {
             o.tools_from_data = 1;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--model"))) {
-            model = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) {
-            tokenizer = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--tools"))) {
-            tools_path = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--max-new-tokens"))) {
-            bad = cli_parse_int(v, 0, 1 << 20, &o.max_new_tokens);
-        } else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) {
-            bad = cli_parse_int(v, 0, 1 << 20, &mo.threads);
+        } else if ((shared = cli_common_parse(&c, "eval", argc, argv, &i)) != 0) {
+            bad = shared < 0;
         } else if ((v = cli_flag_value(argc, argv, &i, "--show-failures"))) {
-            bad = cli_parse_int(v, 0, 1 << 20, &o.show_failures);
+            bad = cli_int("eval", "--show-failures", v, 0, 1 << 20, &o.show_failures);
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "needle eval: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -58,24 +55,38 @@ int cmd_eval(int argc, char **argv)
         } else if (!data) {
             data = argv[i];
         } else {
-            usage(stderr);
+            fprintf(stderr, "needle eval: one DATA file expected, got '%s' and '%s'\n", data, argv[i]);
             return 2;
         }
-        if (bad) {
-            fprintf(stderr, "needle eval: bad value for %s\n", argv[i]);
-            return 2;
-        }
+        if (bad) return 2;
     }
-    if (!model || !data) {
+    if (!data) {
+        fprintf(stderr, "needle eval: missing the DATA.jsonl argument\n");
         usage(stderr);
         return 2;
     }
+    if (o.tools_from_data && c.tools) {
+        fprintf(stderr, "needle eval: give --tools or --tools-from-data, not both\n");
+        return 2;
+    }
+    char *model_default = NULL, *tools_default = NULL;
+    const char *model = cli_model_path(&c, "eval", &model_default);
+    if (!model) return 2;
+    o.max_new_tokens = c.max_new_tokens;
+    mo.threads = c.threads;
     char *tools_text = NULL;
-    if (!o.tools_from_data) {
-        if (!tools_path) tools_path = "models/tools.json";
+    const char *tools_path = c.tools;
+    if (!o.tools_from_data && !tools_path) {
+        /* rows that carry their own tools are scored with them; the others get models/tools.json */
+        o.tools_from_data = 2;
+        tools_path = tools_default = cli_default_file("tools.json");
+    }
+    if (tools_path) {
         needle_error rerr = {0, ""};
-        if (nd_read_file(tools_path, &tools_text, NULL, &rerr)) {
+        if (cli_read_tools(tools_path, &tools_text, &rerr)) {
             fprintf(stderr, "needle eval: %s\n", rerr.message);
+            free(model_default);
+            free(tools_default);
             return 1;
         }
         o.tools_json = tools_text;
@@ -85,7 +96,7 @@ int cmd_eval(int argc, char **argv)
     nd_eval_result r;
     memset(&r, 0, sizeof r);
     int status = 1;
-    if (needle_model_open(model, tokenizer, &mo, &m, &err) == 0 && nd_eval_file(m, data, &o, &r, &err) == 0) {
+    if (needle_model_open(model, c.tokenizer, &mo, &m, &err) == 0 && nd_eval_file(m, data, &o, &r, &err) == 0) {
         nd_buf b;
         nd_buf_init(&b);
         nd_eval_write_json(&b, &r);
@@ -98,5 +109,7 @@ int cmd_eval(int argc, char **argv)
     if (status) fprintf(stderr, "needle eval: %s\n", err.message[0] ? err.message : "out of memory");
     needle_model_close(m);
     free(tools_text);
+    free(model_default);
+    free(tools_default);
     return status;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "io/safetensors.h"
@@ -58,44 +59,69 @@ int cmd_finetune(int argc, char **argv)
             if (rc) return cli_fail("finetune", e.message);
         }
     }
+    const char *C = "finetune";
+    cli_common c;
+    cli_common_init(&c, CLI_TOKENIZER | CLI_THREADS | CLI_SEED);
     for (int i = 1; i < argc; i++) {
+        int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if ((shared = cli_common_parse(&c, C, argc, argv, &i)) != 0) bad = shared < 0;
         else if (!strcmp(argv[i], "--full")) full = 1;
         else if ((v = cli_flag_value(argc, argv, &i, "--checkpoint"))) ckpt = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) tok_path = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--epochs"))) o.epochs = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--batch-size"))) o.batch_size = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--lr"))) o.lr = atof(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--lora-rank"))) rank = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--lora-alpha"))) alpha = atof(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--max-len"))) o.max_len = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--val-split"))) o.val_split = atof(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) o.seed = strtoull(v, NULL, 10);
-        else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) threads = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--log-every"))) o.log_every = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--bucket-window"))) o.bucket_window = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--epochs"))) bad = cli_int(C, "--epochs", v, 1, 1000000, &o.epochs);
+        else if ((v = cli_flag_value(argc, argv, &i, "--batch-size")))
+            bad = cli_int(C, "--batch-size", v, 1, 65536, &o.batch_size);
+        else if ((v = cli_flag_value(argc, argv, &i, "--lr"))) bad = cli_double(C, "--lr", v, 1e-12, 10.0, &o.lr);
+        else if ((v = cli_flag_value(argc, argv, &i, "--lora-rank"))) bad = cli_int(C, "--lora-rank", v, 1, 4096, &rank);
+        else if ((v = cli_flag_value(argc, argv, &i, "--lora-alpha")))
+            bad = cli_double(C, "--lora-alpha", v, 1e-6, 1e6, &alpha);
+        else if ((v = cli_flag_value(argc, argv, &i, "--max-len"))) bad = cli_int(C, "--max-len", v, 2, 1 << 20, &o.max_len);
+        else if ((v = cli_flag_value(argc, argv, &i, "--val-split")))
+            bad = cli_double(C, "--val-split", v, 0.0, 0.99, &o.val_split);
+        else if ((v = cli_flag_value(argc, argv, &i, "--log-every"))) bad = cli_int(C, "--log-every", v, 0, 1 << 30, &o.log_every);
+        else if ((v = cli_flag_value(argc, argv, &i, "--bucket-window")))
+            bad = cli_int(C, "--bucket-window", v, 0, 1 << 20, &o.bucket_window);
         else if ((v = cli_flag_value(argc, argv, &i, "--bucket"))) {
             if (!strcmp(v, "global")) o.bucket = ND_BUCKET_GLOBAL;
             else if (!strcmp(v, "batch")) o.bucket = ND_BUCKET_BATCH;
             else return cli_fail("finetune", "--bucket must be global or batch");
-        } else if ((v = cli_flag_value(argc, argv, &i, "--save-every"))) o.save_every = atoi(v);
+        } else if ((v = cli_flag_value(argc, argv, &i, "--save-every")))
+            bad = cli_int(C, "--save-every", v, 0, 1 << 30, &o.save_every);
         else if ((v = cli_flag_value(argc, argv, &i, "--state-file"))) o.save_path = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--resume"))) o.resume_path = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--stop-after"))) o.stop_after = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--stop-after")))
+            bad = cli_int(C, "--stop-after", v, 0, 1 << 30, &o.stop_after);
         else if ((v = cli_flag_value(argc, argv, &i, "--plot"))) o.plot_path = v;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "needle finetune: unknown option %s\n", argv[i]);
             usage(stderr);
             return 2;
         } else if (!data) data = argv[i];
-        else { usage(stderr); return 2; }
+        else {
+            fprintf(stderr, "needle finetune: one DATA file expected, got '%s' and '%s'\n", data, argv[i]);
+            return 2;
+        }
+        if (bad) return 2;
     }
-    if (!data || !ckpt || !out) { usage(stderr); return 2; }
+    tok_path = c.tokenizer;
+    threads = c.threads;
+    if (c.have_seed) o.seed = c.seed;
+    if (!data || !ckpt || !out) {
+        fprintf(stderr, "needle finetune: missing %s\n", !data ? "the DATA.jsonl argument" : !ckpt ? "--checkpoint" : "--out");
+        usage(stderr);
+        return 2;
+    }
     if (o.epochs < 1 || o.batch_size < 1 || o.max_len < 2 || o.val_split < 0 || o.val_split >= 1 || o.lr <= 0 ||
         (!full && (rank < 1 || alpha <= 0)) || o.bucket_window < 0 || o.save_every < 0 || o.stop_after < 0)
         return cli_fail("finetune", "an option is out of range (see --help)");
-    if (!tok_path) tok_path = "tests/golden/tok8k.model";
+    /* the default tokenizer is found from the executable, so finetune works from any directory */
+    char *tok_default = NULL;
+    if (!tok_path) {
+        tok_path = tok_default = cli_repo_file("tests/golden/tok8k.model");
+        if (!tok_path) return cli_fail("finetune", "no tokenizer: pass --tokenizer TOK.model (the default "
+                                                   "tests/golden/tok8k.model is not next to this needle)");
+    }
     if (o.save_every > 0 && !o.save_path) {
         snprintf(state_default, sizeof state_default, "%s.state", out);
         o.save_path = state_default;
@@ -113,10 +139,12 @@ int cmd_finetune(int argc, char **argv)
     have_model = 1;
     if (ignored) fprintf(stderr, "  %d checkpoint tensors not used by the forward pass are not trained%s\n", ignored,
                          full ? " and not written" : "");
+    /* rows longer than the model can see are skipped (and reported), never cut */
+    if (o.max_len > m.cfg.max_seq_len) o.max_len = m.cfg.max_seq_len;
     if (nd_dataset_load_jsonl(data, tok, o.max_len, stderr, &ds, &err)) goto fail;
     have_data = 1;
-    fprintf(stderr, "  %s: %d rows used of %d (%d malformed, %d longer than --max-len)\n", data, ds.n, ds.lines,
-            ds.malformed, ds.too_long);
+    fprintf(stderr, "  %s: %d rows used of %d (%d malformed or invalid, %d longer than %d tokens)\n", data, ds.n, ds.lines,
+            ds.malformed, ds.too_long, o.max_len);
     if (nd_threadpool_create(threads, &pool, &err)) goto fail;
     m.pool = pool;
     if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, &err)) goto fail;
@@ -136,5 +164,6 @@ fail:
     if (have_model) nd_train_model_free(&m);
     nd_threadpool_free(pool);
     nd_tokenizer_free(tok);
+    free(tok_default);
     return status;
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "model/config.h"
@@ -44,14 +45,12 @@ int cmd_init(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--set"))) sets[nsets++] = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) {
-            char *end;
-            errno = 0;
-            seed = strtoull(v, &end, 0);
-            if (errno || end == v || *end || v[0] == '-') {
+            uint64_t s64 = 0;
+            if (cli_u64("init", "--seed", v, &s64)) {
                 free(sets);
-                fprintf(stderr, "needle init: --seed wants a non-negative integer, got \"%s\"\n", v);
                 return 2;
             }
+            seed = s64;
         } else {
             fprintf(stderr, "needle init: unknown or incomplete option \"%s\"\n", argv[i]);
             usage(stderr);
@@ -73,7 +72,7 @@ int cmd_init(int argc, char **argv)
     if (config_path) {
         char *text = NULL;
         size_t len = 0;
-        rc = nd_read_file(config_path, &text, &len, &err);
+        rc = nd_read_file_max(config_path, ND_LIMIT_CONFIG_BYTES, "model config", &text, &len, &err);
         if (!rc) rc = nd_config_from_json(&cfg, text, len, config_path, &err);
         free(text);
     } else {

@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/file.h"
+#include "core/file_kind.h"
 #include "model/cact/cact.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -133,15 +136,16 @@ int cmd_inspect(int argc, char **argv)
         return argc == 2 ? 0 : 2;
     }
     const char *path = argv[1];
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s: cannot open", path);
+    needle_error err = {0};
+    int fd = nd_open_regular(path, &err);
+    if (fd < 0) return cli_fail("inspect", err.message);
+    close(fd);
+    nd_file_kind k = nd_file_kind_of_path(path);
+    if (k == ND_KIND_CACT) return inspect_cact(path);
+    if (k > ND_KIND_EMPTY && k != ND_KIND_SAFETENSORS) {
+        char msg[4400];
+        snprintf(msg, sizeof msg, "%s: is %s, not a .cact or .safetensors model", path, nd_file_kind_phrase(k));
         return cli_fail("inspect", msg);
     }
-    unsigned char b[4] = {0};
-    size_t got = fread(b, 1, 4, fp);
-    fclose(fp);
-    if (nd_cact_sniff(b, got)) return inspect_cact(path);
     return inspect_safetensors(path);
 }

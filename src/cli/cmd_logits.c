@@ -1,14 +1,16 @@
 /* cmd_logits.c - `needle logits`: run the forward pass on ids, print logits as JSON.
  *
- * Uses the session API exactly as generation does: the ids are prefilled as
- * one chunk, or with --decode-from K the first K are prefilled and the rest
- * fed one token at a time. */
+ * Uses the session API exactly as generation does: the ids are prefilled (as
+ * one chunk up to 512 ids, in 512-id chunks beyond), or with --decode-from K
+ * the first K are prefilled and the rest fed one token at a time.  Memory is
+ * 512 x V floats plus the asked rows, whatever the number of ids. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "model/model.h"
 
 static int usage(void)
@@ -20,24 +22,54 @@ static int usage(void)
     return 2;
 }
 
+/* Prefill at most this many positions per call: the logits buffer is CHUNK x V
+ * floats whatever the number of ids (inputs up to CHUNK ids are one prefill). */
+#define CHUNK 512
+
+/* What the output needs from one position's row: its argmax and logsumexp, and
+ * the whole row only when the position was asked for. */
+static void take_row(const float *row, int V, int t, const int *pos, int np, float *asked, int *amax, double *lse)
+{
+    int best = 0;
+    float mx = row[0];
+    for (int k = 1; k < V; k++)
+        if (row[k] > row[best]) best = k;
+    mx = row[best];
+    double sum = 0.0;
+    for (int k = 0; k < V; k++) sum += exp((double)row[k] - mx);
+    amax[t] = best;
+    lse[t] = mx + log(sum);
+    for (int i = 0; i < np; i++)
+        if (pos[i] == t) memcpy(asked + (size_t)i * V, row, sizeof(float) * (size_t)V);
+}
+
 int cmd_logits(int argc, char **argv)
 {
-    const char *model = NULL, *ids_s = NULL, *pos_s = NULL, *v;
-    int kv_bits = 0, window = 0, sinks = 0, dequant = 0, decode_from = -1, threads = 0;
+    const char *ids_s = NULL, *pos_s = NULL, *v;
+    int sinks = 0, dequant = 0, decode_from = -1;
+    cli_common c;
+    cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS);
     for (int i = 1; i < argc; i++) {
-        if ((v = cli_flag_value(argc, argv, &i, "--model"))) model = v;
+        int bad = 0, shared;
+        if ((shared = cli_common_parse(&c, "logits", argc, argv, &i)) != 0) bad = shared < 0;
         else if ((v = cli_flag_value(argc, argv, &i, "--ids"))) ids_s = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--positions"))) pos_s = v;
-        else if ((v = cli_flag_value(argc, argv, &i, "--window"))) window = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--kv-bits"))) kv_bits = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--sinks"))) sinks = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--decode-from"))) decode_from = atoi(v);
-        else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) threads = atoi(v);
+        else if ((v = cli_flag_value(argc, argv, &i, "--sinks"))) bad = cli_int("logits", "--sinks", v, 0, CLI_MAX_WINDOW, &sinks);
+        else if ((v = cli_flag_value(argc, argv, &i, "--decode-from")))
+            bad = cli_int("logits", "--decode-from", v, 0, 1 << 24, &decode_from);
         else if (!strcmp(argv[i], "--float")) dequant = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
-        else return usage();
+        else {
+            fprintf(stderr, "needle logits: unknown option or argument '%s'\n", argv[i]);
+            return usage();
+        }
+        if (bad) return 2;
     }
-    if (!model || !ids_s || window < 0 || sinks < 0) return usage();
+    const char *model = c.model;
+    if (!model || !ids_s) {
+        fprintf(stderr, "needle logits: missing %s\n", !model ? "--model" : "--ids");
+        return usage();
+    }
     int *ids = NULL, *pos = NULL;
     int T = cli_parse_int_list(ids_s, &ids);
     if (T <= 0) { free(ids); return cli_fail("logits", "--ids must be a non-empty list of integers"); }
@@ -58,56 +90,60 @@ int cmd_logits(int argc, char **argv)
     if (decode_from < 0 || decode_from > T) decode_from = T;
 
     needle_error err = {0};
-    nd_model_options mo = {.threads = threads, .dequantize = dequant};
+    nd_model_options mo = {.threads = c.threads, .dequantize = dequant};
     nd_model *m = NULL;
     nd_state *s = NULL;
     int status = 1;
-    float *lg = NULL;
-    uint8_t *want = NULL;
+    float *chunk = NULL, *asked = NULL;
+    int *amax = NULL;
+    double *lse = NULL;
+    uint8_t want[CHUNK];
+    memset(want, 1, sizeof want);
     if (nd_model_open(model, &mo, &m, &err)) goto done;
-    nd_state_options so = {.window = window, .sinks = sinks, .kv_bits = kv_bits};
+    nd_state_options so = {.window = c.window, .sinks = sinks, .kv_bits = c.kv_bits};
+    if (so.window > m->weights.cfg.max_seq_len) {
+        snprintf(err.message, sizeof err.message, "--window %d is larger than the model's max_seq_len %d", so.window,
+                 m->weights.cfg.max_seq_len);
+        goto done;
+    }
     if (nd_state_create(m, &so, &s, &err)) goto done;
     int V = m->weights.cfg.vocab_size;
-    lg = malloc(sizeof(float) * (size_t)T * (size_t)V);
-    want = malloc((size_t)T);
-    if (!lg || !want) { snprintf(err.message, sizeof err.message, "out of memory"); goto done; }
-    memset(want, 1, (size_t)T);
-    if (decode_from > 0 && nd_state_eval(s, ids, decode_from, want, lg, NULL, &err)) goto done;
-    for (int t = decode_from; t < T; t++)
-        if (nd_state_eval(s, ids + t, 1, want, lg + (size_t)t * V, NULL, &err)) goto done;
+    chunk = malloc(sizeof(float) * (size_t)CHUNK * (size_t)V);
+    asked = malloc(sizeof(float) * (size_t)np * (size_t)V);
+    amax = malloc(sizeof(int) * (size_t)T);
+    lse = malloc(sizeof(double) * (size_t)T);
+    if (!chunk || !asked || !amax || !lse) { snprintf(err.message, sizeof err.message, "out of memory"); goto done; }
+    for (int at = 0; at < decode_from; at += CHUNK) {
+        int n = decode_from - at < CHUNK ? decode_from - at : CHUNK;
+        if (nd_state_eval(s, ids + at, n, want, chunk, NULL, &err)) goto done;
+        for (int k = 0; k < n; k++) take_row(chunk + (size_t)k * V, V, at + k, pos, np, asked, amax, lse);
+    }
+    for (int t = decode_from; t < T; t++) {
+        if (nd_state_eval(s, ids + t, 1, want, chunk, NULL, &err)) goto done;
+        take_row(chunk, V, t, pos, np, asked, amax, lse);
+    }
 
     printf("{\"positions\":[");
     for (int i = 0; i < np; i++) printf("%s%d", i ? "," : "", pos[i]);
     printf("],\"logits\":[");
     for (int i = 0; i < np; i++) {
-        const float *row = lg + (size_t)pos[i] * V;
+        const float *row = asked + (size_t)i * V;
         printf("%s[", i ? "," : "");
         for (int k = 0; k < V; k++) printf("%s%.9g", k ? "," : "", row[k]);
         printf("]");
     }
     printf("],\"argmax\":[");
-    for (int t = 0; t < T; t++) {
-        const float *row = lg + (size_t)t * V;
-        int best = 0;
-        for (int k = 1; k < V; k++)
-            if (row[k] > row[best]) best = k;
-        printf("%s%d", t ? "," : "", best);
-    }
+    for (int t = 0; t < T; t++) printf("%s%d", t ? "," : "", amax[t]);
     printf("],\"logsumexp\":[");
-    for (int t = 0; t < T; t++) {
-        const float *row = lg + (size_t)t * V;
-        float mx = row[0];
-        for (int k = 1; k < V; k++) mx = fmaxf(mx, row[k]);
-        double sum = 0.0;
-        for (int k = 0; k < V; k++) sum += exp((double)row[k] - mx);
-        printf("%s%.9g", t ? "," : "", mx + log(sum));
-    }
+    for (int t = 0; t < T; t++) printf("%s%.9g", t ? "," : "", lse[t]);
     printf("]}\n");
     status = 0;
 done:
     if (status) fprintf(stderr, "needle logits: %s\n", err.message);
-    free(lg);
-    free(want);
+    free(chunk);
+    free(asked);
+    free(amax);
+    free(lse);
     free(ids);
     free(pos);
     nd_state_free(s);

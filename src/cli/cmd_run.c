@@ -21,6 +21,7 @@
 #include "agent/envelope.h"
 #include "agent/session.h"
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "needle.h"
@@ -33,50 +34,22 @@ static void usage(FILE *to)
             "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--stats] [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
-            "--model defaults to models/needle-default.cact and --tools to models/tools.json (looked up\n"
-            "next to the executable's parent directory, then the current directory) when they exist.\n"
+            "--model defaults to $NEEDLE_MODEL, else models/needle-default.cact, and --tools to\n"
+            "models/tools.json (looked up"
+            " next to the executable's parent directory, then the current directory) when they exist.\n"
+            "The exit status is 1 when a turn's envelope says \"success\":false (stdin mode: any turn);\n"
+            "every envelope field is described in docs/envelope.md.\n"
             "--stats prints the mask cost and decode speed of each turn to stderr.\n"
             "With more than five tools the contrastive head shows the model only the top five per\n"
             "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n");
 }
 
-/* models/NAME next to the repository root (the executable's directory's
- * parent), else in the current directory; NULL when neither exists. */
-static char *default_file(const char *name)
+/* The envelope's success field (always its second key). */
+static int envelope_failed(const char *env)
 {
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            slash = strrchr(exe, '/');
-            if (slash) *slash = '\0';
-            else strcpy(exe, ".");
-            nd_buf b;
-            nd_buf_init(&b);
-            nd_buf_printf(&b, "%s/models/%s", exe[0] ? exe : "/", name);
-            if (!b.oom && access(b.data, R_OK) == 0) return nd_buf_take(&b);
-            nd_buf_free(&b);
-        }
-    }
-    nd_buf b;
-    nd_buf_init(&b);
-    nd_buf_printf(&b, "models/%s", name);
-    if (!b.oom && access(b.data, R_OK) == 0) return nd_buf_take(&b);
-    nd_buf_free(&b);
-    return NULL;
-}
-
-static int parse_float(const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < 0) return -1;
-    *out = (float)v;
-    return 0;
+    /* the type's value is "call" or "respond", so the first match is the key itself */
+    const char *p = env ? strstr(env, ",\"success\":") : NULL;
+    return p && strncmp(p + 11, "false", 5) == 0;
 }
 
 /* An envelope for a turn the session refused (bad input), so stdin mode
@@ -108,13 +81,62 @@ static void print_stats(const needle_session *s)
 }
 
 /* Read stdin line by line: one turn each. */
+/* The longest stdin line taken (a request or a tool result): 16 MiB. */
+#define STDIN_LINE_MAX ((size_t)16 << 20)
+
+/* One line of stdin into *line (without the newline), at most STDIN_LINE_MAX
+ * bytes kept: a longer line is read to its end and reported as too long (*n
+ * set to -2), so an endless line cannot take all memory.  -1 at end of input. */
+static ssize_t read_line(char **line, size_t *cap, int *too_long)
+{
+    size_t n = 0;
+    int c, any = 0;
+    *too_long = 0;
+    while ((c = getchar()) != EOF) {
+        any = 1;
+        if (c == '\n') break;
+        if (n >= STDIN_LINE_MAX) {
+            *too_long = 1;
+            continue;
+        }
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            char *p = realloc(*line, nc);
+            if (!p) {
+                *too_long = 1;
+                continue;
+            }
+            *line = p;
+            *cap = nc;
+        }
+        (*line)[n++] = (char)c;
+    }
+    if (!any) return -1;
+    if (!*line) { /* an empty line before any allocation */
+        *line = malloc(1);
+        if (!*line) return -1;
+        *cap = 1;
+    }
+    (*line)[n] = '\0';
+    return (ssize_t)n;
+}
+
 static int run_stdin(needle_session *s, int stats)
 {
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    int failures = 0;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
+    int failures = 0, too_long = 0;
+    while ((n = read_line(&line, &cap, &too_long)) >= 0) {
+        if (too_long) {
+            needle_error e = {.code = NEEDLE_ELIMIT};
+            snprintf(e.message, sizeof e.message, "stdin: a line longer than the %zu MiB allowed",
+                     STDIN_LINE_MAX >> 20);
+            print_error_envelope(&e);
+            failures++;
+            fflush(stdout);
+            continue;
+        }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
         if (n == 0) continue;
         if ((size_t)n != strlen(line)) { /* an embedded NUL: not text */
@@ -133,103 +155,110 @@ static int run_stdin(needle_session *s, int stats)
             failures++;
         } else {
             printf("%s\n", env);
+            if (envelope_failed(env)) failures++;
             if (stats) print_stats(s);
         }
         fflush(stdout);
         needle_free(env);
     }
     free(line);
-    (void)failures; /* every line was answered: the envelopes say what failed */
-    return 0;
+    /* every line was answered (the envelopes say what failed); the status says whether any failed */
+    return failures ? 1 : 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
-    const char *model = NULL, *tokenizer = NULL, *tools_path = NULL, *system = NULL, *query = NULL, *v;
+    const char *query = NULL, *v;
+    cli_common c;
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_SYSTEM | CLI_THREADS | CLI_WINDOW |
+                            CLI_MAX_NEW_TOKENS | CLI_SEED);
     needle_session_options so;
     memset(&so, 0, sizeof so);
     needle_model_options mo;
     memset(&mo, 0, sizeof mo);
-    int stats = 0;
+    int stats = 0, extra_words = 0;
+    nd_buf words; /* every positional word, to show the quoted form of an unquoted request */
+    nd_buf_init(&words);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int bad = 0;
+        int bad = 0, shared;
+        double x = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--model"))) {
-            model = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) {
-            tokenizer = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--tools"))) {
-            tools_path = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--system"))) {
-            system = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--max-new-tokens"))) {
-            bad = cli_parse_int(v, 1, 1 << 20, &so.max_new_tokens);
+        } else if ((shared = cli_common_parse(&c, "run", argc, argv, &i)) != 0) {
+            if (shared < 0) {
+                nd_buf_free(&words);
+                return 2;
+            }
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-reasoning-tokens"))) {
-            bad = cli_parse_int(v, 1, 1 << 20, &so.max_reasoning_tokens);
+            bad = cli_int("run", "--max-reasoning-tokens", v, 1, 1 << 20, &so.max_reasoning_tokens);
         } else if ((v = cli_flag_value(argc, argv, &i, "--temperature"))) {
-            bad = parse_float(v, &so.temperature);
+            bad = cli_double("run", "--temperature", v, 0.0, 100.0, &x);
+            so.temperature = (float)x;
         } else if ((v = cli_flag_value(argc, argv, &i, "--top-p"))) {
-            bad = parse_float(v, &so.top_p) || so.top_p > 1.0f;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) {
-            char *end;
-            errno = 0;
-            unsigned long long x = strtoull(v, &end, 10);
-            bad = errno || end == v || *end || v[0] == '-';
-            so.seed = (uint64_t)x;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--window"))) {
-            bad = cli_parse_int(v, 1, 1 << 22, &mo.kv_window);
-        } else if ((v = cli_flag_value(argc, argv, &i, "--threads"))) {
-            bad = cli_parse_int(v, 1, 1024, &mo.threads);
+            bad = cli_double("run", "--top-p", v, 0.0, 1.0, &x);
+            so.top_p = (float)x;
         } else if ((v = cli_flag_value(argc, argv, &i, "--tool-index"))) {
             so.tool_index_path = v;
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
         } else if (!strcmp(a, "--")) {
-            if (i + 1 < argc) query = argv[++i];
+            for (int k = i + 1; k < argc; k++) {
+                if (!query) query = argv[k];
+                else extra_words++;
+                nd_buf_printf(&words, "%s%s", words.len ? " " : "", argv[k]);
+            }
+            break;
         } else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "needle run: unknown option '%s' (or missing value)\n", a);
             usage(stderr);
+            nd_buf_free(&words);
             return 2;
-        } else if (!query) {
-            query = a;
         } else {
-            usage(stderr);
-            return 2;
+            if (!query) query = a;
+            else extra_words++;
+            nd_buf_printf(&words, "%s%s", words.len ? " " : "", a);
         }
         if (bad) {
-            fprintf(stderr, "needle run: bad value '%s' for %s\n", argv[i], a);
+            nd_buf_free(&words);
             return 2;
         }
     }
+    if (extra_words) {
+        fprintf(stderr,
+                "needle run: the request came as %d separate arguments; quote it as one:\n"
+                "  needle run \"%s\"\n",
+                extra_words + 1, words.oom ? query : words.data);
+        nd_buf_free(&words);
+        return 2;
+    }
+    nd_buf_free(&words);
+    so.max_new_tokens = c.max_new_tokens;
+    so.seed = c.seed;
+    mo.kv_window = c.window;
+    mo.threads = c.threads;
 
     char *model_default = NULL, *tools_default = NULL;
-    if (!model) {
-        model = model_default = default_file("needle-default.cact");
-        if (!model) {
-            fprintf(stderr, "needle run: no model: pass --model FILE.cact (the bundled default "
-                            "models/needle-default.cact is not present in this checkout)\n");
-            return 2;
-        }
-    }
-    if (!tools_path) tools_path = tools_default = default_file("tools.json");
+    const char *model = cli_model_path(&c, "run", &model_default);
+    if (!model) return 2;
+    const char *tools_path = c.tools;
+    if (!tools_path) tools_path = tools_default = cli_default_file("tools.json");
 
     needle_error err = {0};
     char *tools_json = NULL;
     int status = 1;
     needle_model *m = NULL;
     needle_session *s = NULL;
-    if (tools_path && nd_read_file(tools_path, &tools_json, NULL, &err)) {
+    if (tools_path && cli_read_tools(tools_path, &tools_json, &err)) {
         cli_fail("run", err.message);
         goto out;
     }
-    if (needle_model_open(model, tokenizer, &mo, &m, &err)) {
+    if (needle_model_open(model, c.tokenizer, &mo, &m, &err)) {
         cli_fail("run", err.message);
         goto out;
     }
-    so.system = system;
+    so.system = c.system;
     so.tools_json = tools_json;
     if (needle_session_open(m, &so, &s, &err)) {
         cli_fail("run", err.message);
@@ -247,11 +276,12 @@ int cmd_run(int argc, char **argv)
         }
         printf("%s\n", env);
         if (stats) print_stats(s);
+        /* the envelope is printed either way; the status tells scripts the turn failed */
+        status = envelope_failed(env) ? 1 : 0;
         needle_free(env);
     } else {
-        run_stdin(s, stats);
+        status = run_stdin(s, stats);
     }
-    status = 0;
 out:
     needle_session_close(s);
     needle_model_close(m);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "needle.h"
 #include "train/heads_train.h"
 
@@ -27,60 +28,46 @@ static void usage(FILE *to)
             "error (10 bins) on held-out rows before and after, then writes OUT with the new heads.\n");
 }
 
-static int num(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 int cmd_train_heads(int argc, char **argv)
 {
-    const char *model = NULL, *tok = NULL, *data = NULL, *out = NULL, *v;
+    const char *data = NULL, *out = NULL, *v;
+    cli_common c;
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_SEED);
     nd_heads_train_options o;
     memset(&o, 0, sizeof o);
     o.log = stderr;
     for (int i = 1; i < argc; i++) {
-        double x = 0;
-        int bad = 0;
+        int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--model"))) {
-            model = v;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--tokenizer"))) {
-            tok = v;
+        } else if ((shared = cli_common_parse(&c, "train-heads", argc, argv, &i)) != 0) {
+            bad = shared < 0;
         } else if ((v = cli_flag_value(argc, argv, &i, "--out"))) {
             out = v;
         } else if ((v = cli_flag_value(argc, argv, &i, "--epochs"))) {
-            bad = num(v, 1, 100000, &x);
-            o.epochs = (int)x;
+            bad = cli_int("train-heads", "--epochs", v, 1, 100000, &o.epochs);
         } else if ((v = cli_flag_value(argc, argv, &i, "--lr"))) {
-            bad = num(v, 1e-9, 10, &o.lr);
+            bad = cli_double("train-heads", "--lr", v, 1e-9, 10, &o.lr);
         } else if ((v = cli_flag_value(argc, argv, &i, "--batch"))) {
-            bad = num(v, 2, 65536, &x);
-            o.batch = (int)x;
+            bad = cli_int("train-heads", "--batch", v, 2, 65536, &o.batch);
         } else if ((v = cli_flag_value(argc, argv, &i, "--holdout"))) {
-            bad = num(v, 0.01, 0.9, &o.holdout);
+            bad = cli_double("train-heads", "--holdout", v, 0.01, 0.9, &o.holdout);
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-rows"))) {
-            bad = num(v, 1, 1e9, &x);
-            o.max_rows = (int)x;
+            bad = cli_int("train-heads", "--max-rows", v, 1, 1000000000, &o.max_rows);
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-new-tokens"))) {
-            bad = num(v, 1, 1 << 20, &x);
-            o.max_new_tokens = (int)x;
+            bad = cli_int("train-heads", "--max-new-tokens", v, 1, 1 << 20, &o.max_new_tokens);
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-cell-mb"))) {
-            bad = num(v, 1, 1 << 24, &x);
-            o.max_cell_mb = (size_t)x;
-        } else if ((v = cli_flag_value(argc, argv, &i, "--seed"))) {
-            bad = num(v, 0, 1e18, &x);
-            o.seed = (uint64_t)x;
+            int mb = 0;
+            bad = cli_int("train-heads", "--max-cell-mb", v, 1, 1 << 24, &mb);
+            o.max_cell_mb = (size_t)mb;
         } else if ((v = cli_flag_value(argc, argv, &i, "--only"))) {
             if (!strcmp(v, "confidence")) o.skip_contrastive = 1;
             else if (!strcmp(v, "contrastive")) o.skip_confidence = 1;
-            else bad = 1;
+            else {
+                fprintf(stderr, "needle train-heads: --only must be confidence or contrastive (got '%s')\n", v);
+                bad = 1;
+            }
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             fprintf(stderr, "needle train-heads: unknown option '%s' (or missing value)\n", argv[i]);
             usage(stderr);
@@ -88,15 +75,15 @@ int cmd_train_heads(int argc, char **argv)
         } else if (!data) {
             data = argv[i];
         } else {
-            usage(stderr);
+            fprintf(stderr, "needle train-heads: one DATA file expected, got '%s' and '%s'\n", data, argv[i]);
             return 2;
         }
-        if (bad) {
-            fprintf(stderr, "needle train-heads: bad value for %s\n", argv[i]);
-            return 2;
-        }
+        if (bad) return 2;
     }
+    const char *model = c.model, *tok = c.tokenizer;
+    if (c.have_seed) o.seed = c.seed;
     if (!model || !data || !out) {
+        fprintf(stderr, "needle train-heads: missing %s\n", !model ? "--model" : !data ? "the DATA.jsonl argument" : "--out");
         usage(stderr);
         return 2;
     }

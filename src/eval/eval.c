@@ -4,9 +4,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "grammar/grammar.h"
 #include "core/error.h"
+#include "core/file.h"
 
 /* ---- scoring ---------------------------------------------------------------- */
 
@@ -207,7 +209,8 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"system\" is not a string", where);
     if (!rc) rc = json_field(row, "answers", "function_calls", where, &gold_owned, &gold, err);
     if (!rc) rc = check_gold(gold, where, err);
-    if (!rc && o->tools_from_data) {
+    int row_tools = !rc && (o->tools_from_data == 1 || (o->tools_from_data == 2 && nd_json_get(row, "tools")));
+    if (row_tools) {
         rc = json_field(row, "tools", NULL, where, &tools_owned, &tools, err);
         if (!rc) nd_json_write(&tb, tools, 1);
         if (!rc && tb.oom) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
@@ -222,7 +225,7 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     needle_session_options so;
     memset(&so, 0, sizeof so);
     so.system = sys && sys->type == ND_JSON_STRING ? sys->str : NULL;
-    so.tools_json = o->tools_from_data ? tb.data : o->tools_json;
+    so.tools_json = row_tools ? tb.data : o->tools_json;
     so.max_new_tokens = o->max_new_tokens;
     if (needle_session_open(m, &so, &s, &e2)) {
         /* tools the session refuses (bad JSON, a schema the grammar cannot
@@ -260,8 +263,14 @@ done:
 
 int nd_eval_file(needle_model *m, const char *path, const nd_eval_opts *o, nd_eval_result *r, needle_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return nd_errorf(err, NEEDLE_EIO, "%s: cannot open", path);
+    /* a regular file only: a FIFO or device would block or never end */
+    int fd = nd_open_regular(path, err);
+    if (fd < 0) return NEEDLE_EIO;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return nd_errorf(err, NEEDLE_EIO, "%s: cannot open", path);
+    }
     char *line = NULL, where[1200];
     size_t cap = 0;
     ssize_t n;

@@ -29,7 +29,8 @@
 
 typedef struct nd_eval_opts {
     const char *tools_json;  /* tools for every row when tools_from_data is 0 */
-    int tools_from_data;     /* 1: each row's own "tools" */
+    int tools_from_data;     /* 1: each row's own "tools" (required); 2: a row's own "tools" when it has
+                                them, else tools_json */
     int max_new_tokens;      /* 0: the session default */
     FILE *report;            /* malformed rows and (show_failures) wrong answers; may be NULL */
     int show_failures;       /* print up to this many wrong rows to report */

@@ -425,7 +425,7 @@ static int parse_cat(rx *r, int depth, int top, int *anchored_end)
         int atom = parse_atom(r, depth);
         if (atom < 0) return -1;
         for (;;) { /* quantifiers, possibly stacked like a{2}? (lazy) */
-            int min, max;
+            int min = 0, max = 0; /* every path to their use sets them; gcc 12 -O1 -fsanitize=thread cannot tell */
             uint32_t q = peek(r);
             if (at_end(r)) break;
             if (q == '*') { min = 0; max = -1; r->pos++; }

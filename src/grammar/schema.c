@@ -458,6 +458,11 @@ static int build_number(ctx *c, const nd_json *s, const char *path, int integer)
         n->imax = isinf(b) ? INT_LIMIT : clamp_i64(b);
         if (n->imin < -INT_LIMIT) n->imin = -INT_LIMIT;
         if (n->imax > INT_LIMIT) n->imax = INT_LIMIT;
+        /* say why here: the emptiness check later can only blame nesting */
+        if (a > b) return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: no value satisfies the schema: no integer lies between its minimum and maximum", path);
+        if (n->imin > n->imax)
+            return nd_errorf(c->err, NEEDLE_ESCHEMA,
+                             "%s: no value satisfies the schema: no integer of at most 18 digits (the longest generated) lies within its bounds", path);
         n->mult = has_mult ? (int64_t)mult : 1;
     } else {
         n->nmin = lo;
@@ -581,6 +586,11 @@ static int build_array(ctx *c, const nd_json *s, const char *path, int depth)
     int p1, p2, rc;
     if ((rc = get_count(c, s, "minItems", path, &mn, &p1)) < 0) return rc;
     if ((rc = get_count(c, s, "maxItems", path, &mx, &p2)) < 0) return rc;
+    /* no call fits a context with more items than this: refuse rather than generate until the budget ends */
+    enum { MAX_MIN_ITEMS = 4096 };
+    if (p1 && mn > MAX_MIN_ITEMS)
+        return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.minItems: %u is more than the %d items a call can hold", path, mn,
+                         MAX_MIN_ITEMS);
     const nd_json *items = nd_json_get(s, "items"), *prefix = nd_json_get(s, "prefixItems");
     const nd_json *additional = NULL;
     const char *prefix_name = "prefixItems";
@@ -911,7 +921,21 @@ out:
     return rc;
 }
 
+static int compile_at(ctx *c, const nd_json *s, const char *path, int depth);
+
+/* Compile s at path, eliding the middle of a long path (a deep $ref chain or
+ * nesting) so that an error's reason always fits the 512-byte message. */
 static int compile(ctx *c, const nd_json *s, const char *path, int depth)
+{
+    enum { KEEP_HEAD = 80, KEEP_TAIL = 140 };
+    size_t n = strlen(path);
+    if (n <= KEEP_HEAD + KEEP_TAIL + 5) return compile_at(c, s, path, depth);
+    char shorter[KEEP_HEAD + KEEP_TAIL + 8];
+    snprintf(shorter, sizeof shorter, "%.*s.....%s", KEEP_HEAD, path, path + n - KEEP_TAIL);
+    return compile_at(c, s, shorter, depth);
+}
+
+static int compile_at(ctx *c, const nd_json *s, const char *path, int depth)
 {
     if (depth > MAX_SCHEMA_DEPTH) return nd_errorf(c->err, NEEDLE_ELIMIT, "%s: schema nested too deeply", path);
     if (s->type == ND_JSON_TRUE) return any_node(c, path);

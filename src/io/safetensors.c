@@ -6,6 +6,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "core/fp16.h"
 #include "core/json.h"
 
@@ -242,6 +243,10 @@ int nd_st_open(const char *path, nd_safetensors *st, needle_error *err)
     if (rc) return rc;
     rc = nd_st_parse(m.data, m.size, path, st, err);
     if (rc) {
+        /* a file of another kind says what it is, not a nonsense header length */
+        nd_file_kind k = nd_file_kind_of(m.data, m.size < 64 ? m.size : 64);
+        if (rc != NEEDLE_ENOMEM && k > ND_KIND_EMPTY && k != ND_KIND_SAFETENSORS)
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: is %s, not a safetensors checkpoint", path, nd_file_kind_phrase(k));
         nd_unmap_file(&m);
         return rc;
     }

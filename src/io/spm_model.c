@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/file_kind.h"
 #include "core/utf8.h"
 
 /* Limits that keep a hostile file from asking for absurd allocations; real
@@ -344,6 +345,12 @@ int nd_vocab_load_spm_file(const char *path, nd_vocab *v, needle_error *err)
     int rc = nd_map_file(path, &m, err);
     if (rc) return rc;
     rc = nd_vocab_from_spm(m.data, m.size, path, v, err);
+    if (rc && rc != NEEDLE_ENOMEM) {
+        nd_file_kind k = nd_file_kind_of(m.data, m.size < 64 ? m.size : 64);
+        if (k > ND_KIND_EMPTY && k != ND_KIND_SENTENCEPIECE)
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: is %s, not a SentencePiece tokenizer model", path,
+                           nd_file_kind_phrase(k));
+    }
     nd_unmap_file(&m);
     return rc;
 }

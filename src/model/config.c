@@ -79,7 +79,7 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err)
     RANGE(engram_heads, 0, MAX_DIM);
     RANGE(engram_slots, 1, MAX_SLOTS);
     RANGE(mhc_lanes, 1, MAX_LANES);
-    RANGE(kv_window, 0, MAX_SEQ);
+    RANGE(kv_window, 0, c->max_seq_len); /* a larger window only allocates cache no position can use */
     RANGE(kv_bits, 1, 32);
     RANGE(act_bits, 1, 32);
     RANGE(contrastive_dim, 1, MAX_DIM);

@@ -5,23 +5,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
-
-#define CACT_MAGIC 0x05E12A83u
+#include "core/file.h"
+#include "core/file_kind.h"
 
 int nd_weights_load(const char *path, nd_weights *w, needle_error *err)
 {
     memset(w, 0, sizeof *w);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return nd_errorf(err, NEEDLE_EIO, "%s: cannot open: %s", path, strerror(errno));
-    unsigned char b[4] = {0, 0, 0, 0};
-    size_t got = fread(b, 1, 4, fp);
-    fclose(fp);
-    uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    /* never blocks: a FIFO, device or directory is refused with what it is */
+    int fd = nd_open_regular(path, err);
+    if (fd < 0) return NEEDLE_EIO;
+    close(fd);
     /* a .cact starts with its u32 tag; a safetensors file with a u64 header
      * length, which cannot equal the tag for any file we could map */
-    if (got == 4 && magic == CACT_MAGIC) return nd_weights_load_cact(path, w, err);
+    nd_file_kind k = nd_file_kind_of_path(path);
+    if (k == ND_KIND_CACT) return nd_weights_load_cact(path, w, err);
+    if (k > ND_KIND_EMPTY && k != ND_KIND_SAFETENSORS) /* unknown bytes: the loader says what is wrong */
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: is %s, not a model (.cact or .safetensors)", path,
+                         nd_file_kind_phrase(k));
     return nd_weights_load_safetensors(path, w, err);
 }
 

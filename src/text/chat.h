@@ -10,6 +10,10 @@
  * U+2581 piece; the loss covers the target's tokens and EOS only.
  * TOOLS and ANSWERS must already be compact JSON (separators "," and ":",
  * non-ASCII as \uXXXX, key order kept): they are inserted verbatim.
+ * Everything the caller supplies (SYSTEM, TOOLS, QUERY, RESULT_JSON, and in
+ * training rows REASONING and ANSWERS) is encoded as plain text: a marker
+ * spelled inside it is ordinary characters, never a control id
+ * (nd_tokenizer_encode_spans), so untrusted text cannot fake a turn boundary.
  *
  * Multi-turn (defined by this project; the released engine's is not public).
  * An assistant turn ends at its <|im_end|> (the stop token).  A tool's result

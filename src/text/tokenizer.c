@@ -82,6 +82,7 @@ typedef struct tok_sym {
     int32_t start, len; /* byte range in the normalised text; len 0 = merged away */
     int32_t prev, next; /* -1 at the ends */
     int32_t frozen;     /* markers never merge */
+    int32_t plain;      /* holds untrusted text: may never become a marker */
 } tok_sym;
 
 typedef struct tok_pair {
@@ -120,6 +121,9 @@ void nd_tok_scratch_free(nd_tok_scratch *s)
     free(s->norm);
     free(s->syms);
     free(s->heap);
+    free(s->cat);
+    free(s->plain);
+    free(s->norm_plain);
     memset(s, 0, sizeof *s);
 }
 
@@ -286,6 +290,11 @@ int nd_tokenizer_load_spm(const char *path, nd_tokenizer **out, needle_error *er
     if (rc) return rc;
     rc = nd_tokenizer_create(&v, out, err);
     nd_vocab_free(&v);
+    if (rc && err && strncmp(err->message, path, strlen(path)) != 0) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        nd_errorf(err, rc, "%s: %s", path, why);
+    }
     return rc;
 }
 
@@ -334,6 +343,7 @@ static inline void try_pair(const nd_tokenizer *t, const char *norm, const tok_s
     const char *s = norm + sy[l].start;
     int id = lookup(t, s, (size_t)size, hash_bytes(s, (size_t)size));
     if (id < 0 || !t->mergeable[id]) return;
+    if ((sy[l].plain || sy[r].plain) && t->types[id] == ND_PIECE_MARKER) return; /* untrusted text stays text */
     tok_pair p = {t->scores[id], l, r, size};
     heap_push(heap, hn, p);
 }
@@ -351,9 +361,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 
 /* The id a final symbol maps to when it is itself a piece (-1 otherwise). */
-static int emit_symbol(const nd_tokenizer *t, const char *s, int len, nd_ids *out, int *prev_unk)
+static int emit_symbol(const nd_tokenizer *t, const char *s, int len, int plain, nd_ids *out, int *prev_unk)
 {
     int id = lookup(t, s, (size_t)len, hash_bytes(s, (size_t)len));
+    if (id >= 0 && plain && t->types[id] == ND_PIECE_MARKER) id = -1; /* untrusted text: bytes, never a marker */
     if (id >= 0 && id != t->unk) {
         *prev_unk = 0;
         return nd_ids_push(out, id);
@@ -373,8 +384,10 @@ static int emit_symbol(const nd_tokenizer *t, const char *s, int len, nd_ids *ou
     return nd_ids_push(out, t->unk);
 }
 
-int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const char *text, size_t len, nd_ids *out,
-                                needle_error *err)
+/* Encode text; plain (NULL: none) flags the bytes of untrusted text, where
+ * markers are neither matched nor produced by merges. */
+static int encode_impl(const nd_tokenizer *t, nd_tok_scratch *s, const char *text, size_t len, const uint8_t *plain,
+                       nd_ids *out, needle_error *err)
 {
     size_t bad = nd_utf8_first_invalid(text, len);
     if (bad != len) return nd_errorf(err, NEEDLE_EUTF8, "tokenizer: input is not valid UTF-8 at byte %zu", bad);
@@ -388,12 +401,20 @@ int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const 
     if (grow((void **)&s->norm, &s->norm_cap, max_norm, 1) || grow(&s->syms, &s->syms_cap, max_syms, sizeof(tok_sym)) ||
         grow(&s->heap, &s->heap_cap, 3 * max_syms, sizeof(tok_pair)))
         return nd_errorf(err, NEEDLE_ENOMEM, "tokenizer: out of memory for %zu bytes of input", len);
+    if (plain && grow((void **)&s->norm_plain, &s->norm_plain_cap, max_norm, 1))
+        return nd_errorf(err, NEEDLE_ENOMEM, "tokenizer: out of memory for %zu bytes of input", len);
     char *norm = s->norm;
+    uint8_t *np = plain ? s->norm_plain : NULL;
     size_t nl = 0;
-    if (t->add_dummy_prefix) memcpy(norm, kSpace, 3), nl = 3;
+    if (t->add_dummy_prefix) {
+        memcpy(norm, kSpace, 3), nl = 3;
+        if (np) memset(np, 0, 3);
+    }
     for (size_t i = 0; i < len; i++) {
+        size_t at = nl;
         if (text[i] == ' ') memcpy(norm + nl, kSpace, 3), nl += 3;
         else norm[nl++] = text[i];
+        if (np) memset(np + at, plain[i], nl - at);
     }
 
     /* Initial symbols: a whole marker where one starts (longest first), else one character. */
@@ -404,13 +425,17 @@ int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const 
         if (t->marker_first[(unsigned char)norm[pos]]) {
             for (int m = 0; m < t->n_markers; m++) {
                 int id = t->markers[m], ml = t->piece_len[id];
-                if ((size_t)ml <= nl - pos && memcmp(norm + pos, t->arena + t->piece_off[id], (size_t)ml) == 0) {
+                if ((size_t)ml <= nl - pos && memcmp(norm + pos, t->arena + t->piece_off[id], (size_t)ml) == 0 &&
+                    !(np && memchr(np + pos, 1, (size_t)ml))) {
                     sl = ml, frozen = 1;
                     break;
                 }
             }
         }
         if (!sl) sl = nd_utf8_seq_len((unsigned char)norm[pos]);
+        int sym_plain = 0;
+        for (int k = 0; np && k < sl && pos + (size_t)k < nl; k++) sym_plain |= np[pos + (size_t)k];
+        sy[ns].plain = sym_plain;
         sy[ns].start = (int32_t)pos;
         sy[ns].len = sl;
         sy[ns].prev = ns - 1;
@@ -429,6 +454,7 @@ int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const 
         tok_sym *l = &sy[top.left], *r = &sy[top.right];
         if (l->len == 0 || r->len == 0 || l->len + r->len != top.size) continue; /* stale */
         l->len += r->len;
+        l->plain |= r->plain;
         l->next = r->next;
         if (r->next >= 0) sy[r->next].prev = top.left;
         r->len = 0;
@@ -439,12 +465,45 @@ int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const 
     size_t start_len = out->len;
     int prev_unk = 0;
     for (int i = 0; i >= 0; i = sy[i].next) {
-        if (emit_symbol(t, norm + sy[i].start, sy[i].len, out, &prev_unk)) {
+        if (emit_symbol(t, norm + sy[i].start, sy[i].len, sy[i].plain, out, &prev_unk)) {
             out->len = start_len;
             return nd_errorf(err, NEEDLE_ENOMEM, "tokenizer: out of memory for the output ids");
         }
     }
     return 0;
+}
+
+int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const char *text, size_t len, nd_ids *out,
+                                needle_error *err)
+{
+    return encode_impl(t, s, text, len, NULL, out, err);
+}
+
+int nd_tokenizer_encode_spans(nd_tokenizer *t, const nd_tok_span *spans, size_t n_spans, nd_ids *out,
+                              needle_error *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_spans; i++) {
+        if (spans[i].len > ND_TOK_MAX_TEXT || total > ND_TOK_MAX_TEXT)
+            return nd_errorf(err, NEEDLE_ELIMIT, "tokenizer: input exceeds the limit of %zu bytes", (size_t)ND_TOK_MAX_TEXT);
+        total += spans[i].len;
+    }
+    pthread_mutex_lock(&t->lock);
+    nd_tok_scratch *s = &t->scratch;
+    int rc = 0;
+    if (grow((void **)&s->cat, &s->cat_cap, total + 1, 1) || grow((void **)&s->plain, &s->plain_cap, total + 1, 1)) {
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "tokenizer: out of memory for %zu bytes of input", total);
+    } else {
+        size_t at = 0;
+        for (size_t i = 0; i < n_spans; i++) {
+            if (spans[i].len) memcpy(s->cat + at, spans[i].text, spans[i].len);
+            memset(s->plain + at, spans[i].plain ? 1 : 0, spans[i].len);
+            at += spans[i].len;
+        }
+        rc = encode_impl(t, s, s->cat, total, s->plain, out, err);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
 }
 
 int nd_tokenizer_encode(nd_tokenizer *t, const char *text, size_t len, nd_ids *out, needle_error *err)

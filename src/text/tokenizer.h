@@ -19,6 +19,7 @@
 #define ND_TOKENIZER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/buf.h"
 #include "io/spm_model.h"
@@ -43,6 +44,10 @@ typedef struct nd_tok_scratch {
     size_t syms_cap;
     void *heap;
     size_t heap_cap;
+    char *cat; /* nd_tokenizer_encode_spans: the spans joined, and which bytes are plain */
+    size_t cat_cap;
+    uint8_t *plain, *norm_plain;
+    size_t plain_cap, norm_plain_cap;
 } nd_tok_scratch;
 
 void nd_tok_scratch_init(nd_tok_scratch *s);
@@ -64,6 +69,23 @@ void nd_tokenizer_free(nd_tokenizer *t);
 int nd_tokenizer_encode(nd_tokenizer *t, const char *text, size_t len, nd_ids *out, needle_error *err);
 int nd_tokenizer_encode_scratch(const nd_tokenizer *t, nd_tok_scratch *s, const char *text, size_t len, nd_ids *out,
                                 needle_error *err);
+/* One piece of a text to encode.  plain = 1 marks untrusted text (a user's
+ * query, a tool's result, tool schemas, a system prompt): the chat markers in
+ * it (<|im_end|>, </tools>, <tool_call>, ...) are encoded as the ordinary
+ * characters they are spelled with, never matched as, or merged into, control
+ * ids, so such text cannot fake a turn boundary.  plain = 0 is the template's
+ * own text, where markers are markers.  The spans are encoded as one text
+ * (merges cross span boundaries exactly as if joined), so when a plain span
+ * holds no marker text the ids equal nd_tokenizer_encode of the joined text. */
+typedef struct nd_tok_span {
+    const char *text;
+    size_t len;
+    int plain;
+} nd_tok_span;
+
+int nd_tokenizer_encode_spans(nd_tokenizer *t, const nd_tok_span *spans, size_t n_spans, nd_ids *out,
+                              needle_error *err);
+
 /* Caller-buffer variant: writes at most cap ids, sets *n to the number the text
  * needs, and returns NEEDLE_ETOOSMALL when cap < *n. */
 int nd_tokenizer_encode_into(nd_tokenizer *t, const char *text, size_t len, int *ids, int cap, int *n,

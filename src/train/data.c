@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "grammar/grammar.h"
 #include "text/chat.h"
 
 /* A field that is JSON, or a string holding JSON: write it compact + ASCII. */
@@ -26,6 +27,133 @@ static int compact_json_field(const nd_json *v, const char *field, const char *w
     return out->oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where) : 0;
 }
 
+/* The last tools text and its compiled grammar: consecutive rows usually share
+ * one tool list, so each distinct list is compiled once per run of rows. */
+typedef struct tools_cache {
+    char *text;
+    nd_grammar *g;
+} tools_cache;
+
+static void tools_cache_free(tools_cache *c)
+{
+    free(c->text);
+    nd_grammar_free(c->g);
+    memset(c, 0, sizeof *c);
+}
+
+/* Write obj with the keys its schema declares first, in the declared order,
+ * then any others: JSON objects are unordered, the grammar is not. */
+static void write_in_schema_order(nd_buf *b, const nd_json *obj, const nd_json *schema)
+{
+    const nd_json *props = schema ? nd_json_get(schema, "properties") : NULL;
+    if (!obj || obj->type != ND_JSON_OBJECT || !props || props->type != ND_JSON_OBJECT) {
+        nd_json_write(b, obj, 1);
+        return;
+    }
+    int first = 1;
+    nd_buf_putc(b, '{');
+    /* the declared keys in the schema's order, then undeclared ones in their own */
+    for (size_t k = 0; k < props->count; k++) {
+        const nd_json *v = nd_json_get(obj, props->keys[k]);
+        if (!v) continue;
+        if (!first) nd_buf_putc(b, ',');
+        first = 0;
+        nd_json_write_string(b, props->keys[k], props->key_lens[k], 1);
+        nd_buf_putc(b, ':');
+        write_in_schema_order(b, v, &props->items[k]);
+    }
+    for (size_t i = 0; i < obj->count; i++) {
+        if (nd_json_get(props, obj->keys[i])) continue;
+        if (!first) nd_buf_putc(b, ',');
+        first = 0;
+        nd_json_write_string(b, obj->keys[i], obj->key_lens[i], 1);
+        nd_buf_putc(b, ':');
+        nd_json_write(b, &obj->items[i], 1);
+    }
+    nd_buf_putc(b, '}');
+}
+
+/* Every answer must call a declared tool with arguments its schema accepts:
+ * training on anything else teaches calls the engine's grammar would refuse. */
+static int check_answers(const nd_buf *tools, const nd_buf *answers, const char *where, tools_cache *cache,
+                         needle_error *err)
+{
+    nd_json *tj = NULL, *aj = NULL;
+    int rc = 0;
+    if (nd_json_parse(tools->data, tools->len, NULL, &tj, err) || tj->type != ND_JSON_ARRAY)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"tools\" is not a JSON array", where);
+    else if (nd_json_parse(answers->data, answers->len, NULL, &aj, err) || aj->type != ND_JSON_ARRAY)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"answers\" is not a JSON array", where);
+    for (size_t i = 0; !rc && i < aj->count; i++) {
+        const nd_json *name = nd_json_get(&aj->items[i], "name");
+        if (!name || name->type != ND_JSON_STRING) {
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: answers[%zu] has no \"name\" string", where, i);
+            break;
+        }
+        int declared = 0;
+        for (size_t k = 0; k < tj->count && !declared; k++) {
+            const nd_json *tn = nd_json_get(&tj->items[k], "name");
+            declared = tn && tn->type == ND_JSON_STRING && tn->len == name->len && !memcmp(tn->str, name->str, tn->len);
+        }
+        if (!declared)
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: answers[%zu] calls \"%.80s\", which \"tools\" does not declare",
+                           where, i, name->str);
+    }
+    nd_grammar *g = NULL;
+    if (!rc && cache && cache->text && !strcmp(cache->text, tools->data)) g = cache->g;
+    if (!rc && !g) {
+        needle_error ge = {0};
+        if (nd_grammar_compile(tj, &g, &ge))
+            rc = nd_errorf(err, NEEDLE_ESCHEMA, "%s: the row's tools cannot be compiled: %s", where, ge.message);
+        else if (cache) {
+            tools_cache_free(cache);
+            cache->text = strdup(tools->data);
+            cache->g = g;
+            if (!cache->text) { nd_grammar_free(g); memset(cache, 0, sizeof *cache); g = NULL;
+                                rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where); }
+        }
+    }
+    /* the calls written compactly as the engine generates them: name first, then the
+     * arguments with their keys in each schema's declared order */
+    nd_buf canon;
+    nd_buf_init(&canon);
+    nd_buf_putc(&canon, '[');
+    for (size_t i = 0; !rc && i < aj->count; i++) {
+        const nd_json *name = nd_json_get(&aj->items[i], "name"), *args = nd_json_get(&aj->items[i], "arguments");
+        const nd_json *params = NULL;
+        for (size_t k = 0; k < tj->count && !params; k++) {
+            const nd_json *tn = nd_json_get(&tj->items[k], "name");
+            if (tn && tn->type == ND_JSON_STRING && tn->len == name->len && !memcmp(tn->str, name->str, tn->len))
+                params = nd_json_get(&tj->items[k], "parameters");
+        }
+        nd_buf_puts(&canon, i ? ",{\"name\":" : "{\"name\":");
+        nd_json_write_string(&canon, name->str, name->len, 1);
+        if (args) {
+            nd_buf_puts(&canon, ",\"arguments\":");
+            write_in_schema_order(&canon, args, params);
+        }
+        nd_buf_putc(&canon, '}');
+    }
+    nd_buf_putc(&canon, ']');
+    if (!rc && canon.oom) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+    if (!rc) {
+        nd_grammar_state *st = malloc(sizeof *st);
+        if (!st) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+        else {
+            nd_grammar_start(g, st);
+            if (nd_grammar_advance(g, st, canon.data, canon.len) != 0 || !nd_grammar_complete(g, st))
+                rc = nd_errorf(err, NEEDLE_ESCHEMA, "%s: \"answers\" do not match the tools' schemas: %.200s", where,
+                               answers->data);
+            free(st);
+        }
+        if (!cache) nd_grammar_free(g);
+    }
+    nd_buf_free(&canon);
+    nd_json_free(tj);
+    nd_json_free(aj);
+    return rc;
+}
+
 static const char *opt_string(const nd_json *obj, const char *key, int *bad)
 {
     const nd_json *v = nd_json_get(obj, key);
@@ -34,8 +162,8 @@ static const char *opt_string(const nd_json *obj, const char *key, int *bad)
     return v->str;
 }
 
-int nd_example_from_json_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, nd_example *ex,
-                              needle_error *err)
+static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, tools_cache *cache,
+                             nd_example *ex, needle_error *err)
 {
     memset(ex, 0, sizeof *ex);
     nd_json *row = NULL;
@@ -60,6 +188,7 @@ int nd_example_from_json_line(const char *line, size_t len, const char *where, n
     else if (bad) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" must be strings", where);
     if (!rc) rc = compact_json_field(t, "tools", where, &tools, err);
     if (!rc) rc = compact_json_field(a, "answers", where, &answers, err);
+    if (!rc) rc = check_answers(&tools, &answers, where, cache, err);
     if (!rc) {
         nd_chat_example ce = {system, tools.data, q->str, reasoning, answers.data};
         rc = nd_chat_build_ids(tok, &ce, &ids, &mask, NULL, err);
@@ -84,6 +213,12 @@ int nd_example_from_json_line(const char *line, size_t len, const char *where, n
     return rc;
 }
 
+int nd_example_from_json_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, nd_example *ex,
+                              needle_error *err)
+{
+    return example_from_line(line, len, where, tok, NULL, ex, err);
+}
+
 static int push_example(nd_dataset *ds, const nd_example *ex)
 {
     if (ds->n == ds->cap) {
@@ -103,8 +238,9 @@ int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE
     memset(ds, 0, sizeof *ds);
     char *text = NULL;
     size_t len = 0;
-    int rc = nd_read_file(path, &text, &len, err);
+    int rc = nd_read_file_max(path, ND_LIMIT_DATA_BYTES, "JSONL dataset", &text, &len, err);
     if (rc) return rc;
+    tools_cache cache = {0};
     size_t at = 0;
     int line_no = 0;
     while (at < len) {
@@ -121,14 +257,22 @@ int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE
             snprintf(where, sizeof where, "%s:%d", path, line_no);
             nd_example ex;
             needle_error e2;
-            int r = nd_example_from_json_line(text + at, n, where, tok, &ex, &e2);
+            int r = example_from_line(text + at, n, where, tok, &cache, &ex, &e2);
             if (r == NEEDLE_ENOMEM) { rc = nd_errorf(err, r, "%s", e2.message); break; }
             if (r) {
                 ds->malformed++;
-                if (report) fprintf(report, "%s: skipped: %s\n", where, e2.message);
+                /* messages start with "PATH:LINE: "; print "PATH:LINE: skipped: why" once */
+                size_t wl = strlen(where);
+                const char *why = e2.message;
+                if (!strncmp(why, where, wl) && why[wl] == ':' && why[wl + 1] == ' ') why += wl + 2;
+                if (report) fprintf(report, "%s: skipped: %s\n", where, why);
             } else if (ex.len > max_len) {
                 ds->too_long++;
-                if (report) fprintf(report, "%s: skipped: %d tokens > --max-len %d\n", where, ex.len, max_len);
+                /* never truncated: a cut row loses its answer tokens and trains on nothing */
+                if (report)
+                    fprintf(report, "%s: skipped: %d tokens after tokenisation, more than the %d allowed "
+                                    "(--max-len, capped at the model's max_seq_len)\n",
+                            where, ex.len, max_len);
                 free(ex.ids);
                 free(ex.mask);
             } else if (push_example(ds, &ex)) {
@@ -143,6 +287,7 @@ int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE
         at = end + 1;
     }
     free(text);
+    tools_cache_free(&cache);
     if (!rc && ds->n == 0) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: no usable rows (%d lines, %d malformed)", path,
                                           ds->lines, ds->malformed);
     if (rc) nd_dataset_free(ds);

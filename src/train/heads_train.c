@@ -370,7 +370,7 @@ static int load_rows(const char *path, int max_rows, row **out, int *n_out, FILE
 {
     char *text = NULL;
     size_t len = 0;
-    int rc = nd_read_file(path, &text, &len, err);
+    int rc = nd_read_file_max(path, ND_LIMIT_DATA_BYTES, "JSONL dataset", &text, &len, err);
     if (rc) return rc;
     row *rows = NULL;
     int n = 0, cap = 0, line_no = 0;

@@ -228,7 +228,7 @@ int nd_train_state_save(const char *path, const nd_train_model *m, const nd_adam
         out[k++] = (nd_st_out_tensor){"val_loss", ND_ST_F32, 1, {s->n_val_loss}, s->val_loss};
         out[k++] = (nd_st_out_tensor){"val_step", ND_ST_I32, 1, {s->n_val_loss}, s->val_step};
     }
-    char v[8][64];
+    char v[9][64];
     snprintf(v[0], 64, "%d", s->step);
     snprintf(v[1], 64, "%d", s->epoch);
     snprintf(v[2], 64, "%d", s->batch);
@@ -237,10 +237,12 @@ int nd_train_state_save(const char *path, const nd_train_model *m, const nd_adam
     snprintf(v[5], 64, "%016" PRIx64, s->data_hash);
     snprintf(v[6], 64, "%ld", opt->step);
     snprintf(v[7], 64, "%s", m->lora ? "lora" : "full");
-    const char *keys[10] = {"format", "step", "epoch", "batch", "epoch_steps", "epoch_loss_sum", "data_hash",
-                            "adam_step", "mode", "options"};
-    const char *vals[10] = {"needle-train-state", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], s->opts};
-    return nd_st_write(path, out, k, keys, vals, 10, err);
+    /* a LoRA state is only meaningful on the base it was trained on: record it */
+    snprintf(v[8], 64, "%016" PRIx64, m->lora ? nd_train_base_checksum(m) : (uint64_t)0);
+    const char *keys[11] = {"format", "step", "epoch", "batch", "epoch_steps", "epoch_loss_sum", "data_hash",
+                            "adam_step", "mode", "options", "base_checksum"};
+    const char *vals[11] = {"needle-train-state", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], s->opts, v[8]};
+    return nd_st_write(path, out, k, keys, vals, m->lora ? 11 : 10, err);
 }
 
 static int meta_long(const nd_safetensors *st, const char *key, long lo, long hi, long *out, const char *path,
@@ -288,6 +290,17 @@ int nd_train_state_load(const char *path, nd_train_model *m, nd_adamw *opt, nd_t
                        m->lora ? "lora" : "full");
     else if (!opts || strlen(opts) >= sizeof s->opts || !hash || !ep_sum)
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata options/data_hash/epoch_loss_sum missing", path);
+    else if (m->lora) {
+        /* states written before base_checksum existed cannot be checked; every newer one is */
+        const char *base = nd_st_meta(&st, "base_checksum");
+        char have[32];
+        snprintf(have, sizeof have, "%016" PRIx64, nd_train_base_checksum(m));
+        if (base && strcmp(base, have) != 0)
+            rc = nd_errorf(err, NEEDLE_EINVAL,
+                           "%s: this LoRA training state was made on a base checkpoint with checksum %.20s, but "
+                           "--checkpoint has checksum %s (a different base); resume with the original checkpoint",
+                           path, base, have);
+    }
     long step = 0, epoch = 0, batch = 0, ep_steps = 0, adam_step = 0;
     const long BIG = 1L << 30;
     if (!rc) rc = meta_long(&st, "step", 0, BIG, &step, path, err);

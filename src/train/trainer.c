@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/number.h"
 #include "core/rng.h"
 #include "train/adamw.h"
 #include "train/plot_svg.h"
@@ -51,18 +52,22 @@ int nd_trainer_parse_description(const char *s, nd_trainer_opts *o, int *full, i
         if (!eq) return nd_errorf(err, NEEDLE_EFORMAT, "training options: '%s' is not key=value", tok);
         *eq = '\0';
         const char *k = tok, *v = eq + 1;
+        int rc = 0;
         if (!strcmp(k, "mode")) *full = !strcmp(v, "full");
-        else if (!strcmp(k, "rank")) *rank = atoi(v);
-        else if (!strcmp(k, "alpha")) *alpha = strtod(v, NULL);
-        else if (!strcmp(k, "epochs")) o->epochs = atoi(v);
-        else if (!strcmp(k, "batch")) o->batch_size = atoi(v);
-        else if (!strcmp(k, "max_len")) o->max_len = atoi(v);
-        else if (!strcmp(k, "lr")) o->lr = strtod(v, NULL);
-        else if (!strcmp(k, "val_split")) o->val_split = strtod(v, NULL);
-        else if (!strcmp(k, "seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "rank")) rc = nd_parse_int(v, 0, 4096, "training options: rank", rank, err);
+        else if (!strcmp(k, "alpha")) rc = nd_parse_double(v, 0, 1e6, "training options: alpha", alpha, err);
+        else if (!strcmp(k, "epochs")) rc = nd_parse_int(v, 1, 1000000, "training options: epochs", &o->epochs, err);
+        else if (!strcmp(k, "batch")) rc = nd_parse_int(v, 1, 65536, "training options: batch", &o->batch_size, err);
+        else if (!strcmp(k, "max_len")) rc = nd_parse_int(v, 2, 1 << 20, "training options: max_len", &o->max_len, err);
+        else if (!strcmp(k, "lr")) rc = nd_parse_double(v, 1e-12, 10, "training options: lr", &o->lr, err);
+        else if (!strcmp(k, "val_split"))
+            rc = nd_parse_double(v, 0, 0.99, "training options: val_split", &o->val_split, err);
+        else if (!strcmp(k, "seed")) rc = nd_parse_u64(v, "training options: seed", &o->seed, err);
         else if (!strcmp(k, "bucket")) o->bucket = !strcmp(v, "batch") ? ND_BUCKET_BATCH : ND_BUCKET_GLOBAL;
-        else if (!strcmp(k, "bucket_window")) o->bucket_window = atoi(v);
+        else if (!strcmp(k, "bucket_window"))
+            rc = nd_parse_int(v, 0, 1 << 20, "training options: bucket_window", &o->bucket_window, err);
         /* unknown keys: written by a newer build, ignored */
+        if (rc) return rc;
     }
     return 0;
 }
@@ -247,7 +252,10 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     memset(res, 0, sizeof *res);
     if (!m->lora && !m->grads)
         return nd_errorf(err, NEEDLE_ESTATE, "trainer: neither LoRA nor full training is enabled");
-    if (o->epochs < 1 || o->batch_size < 1 || o->val_split < 0 || o->val_split >= 1 || o->bucket_window < 0 ||
+    /* !(x >= lo) rather than x < lo: NaN fails every comparison and must be refused too */
+    if (!isfinite(o->lr) || !(o->lr > 0))
+        return nd_errorf(err, NEEDLE_EINVAL, "trainer: learning rate %g is not a positive finite number", o->lr);
+    if (o->epochs < 1 || o->batch_size < 1 || !(o->val_split >= 0) || !(o->val_split < 1) || o->bucket_window < 0 ||
         (o->bucket != ND_BUCKET_GLOBAL && o->bucket != ND_BUCKET_BATCH) || o->save_every < 0 ||
         (o->save_every > 0 && !o->save_path))
         return nd_errorf(err, NEEDLE_EINVAL, "trainer: bad options (epochs %d, batch %d, val split %g)", o->epochs,
@@ -270,8 +278,23 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     int longest = 0;
     for (int i = 0; i < n; i++) longest = ds->ex[i].len > longest ? ds->ex[i].len : longest;
     int T = nd_bucket_len(longest, o->max_len < m->cfg.max_seq_len ? o->max_len : m->cfg.max_seq_len);
+    if (longest > T) { /* the loader skips such rows; a batch must never cut one */
+        free(order);
+        return nd_errorf(err, NEEDLE_ELIMIT,
+                         "trainer: a row of %d tokens is longer than the %d the model takes (max_seq_len %d, --max-len "
+                         "%d); load the data with that limit so it is skipped",
+                         longest, T, m->cfg.max_seq_len, o->max_len);
+    }
     int B = o->batch_size < n_train ? o->batch_size : n_train;
-    int steps_per_epoch = (n_train + B - 1) / B, total = steps_per_epoch * o->epochs;
+    int steps_per_epoch = (n_train + B - 1) / B;
+    /* in 64 bits: a huge --epochs must be an error, not a signed overflow */
+    int64_t total64 = (int64_t)steps_per_epoch * o->epochs;
+    if (total64 > (1 << 30)) {
+        free(order);
+        return nd_errorf(err, NEEDLE_ELIMIT, "trainer: %d epochs x %d steps = %lld steps, more than the %d allowed",
+                         o->epochs, steps_per_epoch, (long long)total64, 1 << 30);
+    }
+    int total = (int)total64;
     c.total = total;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
     float *w, *g;
@@ -343,7 +366,9 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
             int cnt = 0;
             double loss = nd_train_step_grad(m, ids, tg, Bb, Tb, 1, &cnt);
             if (!isfinite(loss)) {
-                rc = nd_errorf(err, NEEDLE_ENOMEM, "trainer: step %d failed (loss %g)", step + 1, loss);
+                rc = nd_errorf(err, NEEDLE_EFORMAT,
+                               "trainer: the loss at step %d is %g (not finite): training stopped, nothing "
+                               "written (try a lower --lr)", step + 1, loss);
                 break;
             }
             loss = cnt ? loss / cnt : 0.0;
@@ -397,6 +422,12 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
         if (!rc) rc = write_plot(&c, err);
     }
     if (!rc) rc = write_plot(&c, err);
+    /* the last update can overflow even when every loss was finite: never hand back NaN weights */
+    for (size_t i = 0; !rc && i < nw; i++)
+        if (!isfinite(w[i]))
+            rc = nd_errorf(err, NEEDLE_EFORMAT,
+                           "trainer: weight %zu is not finite after %d steps: training stopped, nothing written "
+                           "(try a lower --lr)", i, step);
     res->steps = step;
     res->seconds = now_s() - t0;
     res->tokens_per_s = tokens / (res->seconds > 1e-9 ? res->seconds : 1e-9);

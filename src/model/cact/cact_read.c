@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "model/cact/cact.h"
 #include "quant/cq.h"
 
@@ -203,6 +204,9 @@ int nd_cact_open(const char *path, nd_cact_file *f, needle_error *err)
     }
     rc = nd_cact_parse(m.data, m.size, path, f, err);
     if (rc) {
+        nd_file_kind k = nd_file_kind_of(m.data, m.size < 64 ? m.size : 64);
+        if (rc != NEEDLE_ENOMEM && k > ND_KIND_EMPTY && k != ND_KIND_CACT)
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: is %s, not a .cact model file", path, nd_file_kind_phrase(k));
         nd_unmap_file(&m);
         return rc;
     }

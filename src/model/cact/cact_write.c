@@ -180,8 +180,11 @@ static int write_quant(writer *wr, const nd_cact_slot *s, const nd_matrix *const
         for (int i = 0; i < mats[k]->rows && !rc; i++, r++) {
             const float *row = matrix_row(mats[k], i, wr->rowbuf);
             if (nd_cq_quantize_row(row, cols, bits, nd_cq_codebooks, idx, row_norms) != 0) {
-                rc = nd_errorf(err, NEEDLE_EINVAL, "%s: %s row %zu holds a NaN/Inf or a value too large for FP16 norms",
-                               wr->path, s->name, r);
+                /* the input weights are at fault, not the file being written */
+                rc = nd_errorf(err, NEEDLE_EINVAL,
+                               "input weights: tensor %s row %zu holds a NaN/Inf or a value too large for FP16 norms "
+                               "(nothing written to %s)",
+                               s->name, r, wr->path);
                 break;
             }
             for (size_t g = 0; g < groups; g++) put_u16(norms + 2 * (r * groups + g), row_norms[g]);
