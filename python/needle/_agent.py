@@ -227,15 +227,25 @@ class Needle:
         """Answer `query`, executing the Python functions the calls name and
         feeding their results back, for at most max_steps rounds; returns the last
         envelope with "results" (every executed call's result, in order).  A call
-        to a tool without a function, or one that raises, gives {"error": ...}."""
+        to a tool without a function, or one that raises, gives {"error": ...}.
+        A call identical to one already executed in this run is not executed
+        again: the loop stops and the envelope lists it under "repeated_calls"."""
         if not isinstance(max_steps, int) or max_steps < 0:
             raise NeedleError(_EINVAL, "max_steps must be an integer >= 0 (got %r)" % (max_steps,))
         envelope = self.complete(query, max_new_tokens)
-        executed = []
+        executed, seen = [], set()
         for _ in range(max_steps):
             calls = envelope.get("function_calls") or []
             if envelope.get("type") != "call" or not envelope.get("success") or not calls:
                 break
+            # A call identical to one this run already executed is never run
+            # twice: the loop ends instead.  (A model that has not learned to
+            # stop after a tool result repeats its call; the bundled one does.)
+            keys = [json.dumps(call, sort_keys=True) for call in calls]
+            if any(key in seen for key in keys):
+                envelope["repeated_calls"] = [c for c, k in zip(calls, keys) if k in seen]
+                break
+            seen.update(keys)
             results = [self._execute(call) for call in calls]
             executed.extend(results)
             envelope = self.tool_result(results, max_new_tokens)
