@@ -12,7 +12,7 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden")
 
-ACCEPTANCE_LINES = []
+SUMMARY_LINES = []
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def golden():
 
 
 def pytest_terminal_summary(terminalreporter):
-    if ACCEPTANCE_LINES:
-        terminalreporter.write_sep("-", "acceptance suite on the bundled model (reported, not asserted)")
-        for line in ACCEPTANCE_LINES:
+    if SUMMARY_LINES:
+        terminalreporter.write_sep("-", "measured: acceptance accuracy on the bundled model, binding cost (reported)")
+        for line in SUMMARY_LINES:
             terminalreporter.write_line(line)
