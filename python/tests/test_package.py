@@ -19,3 +19,14 @@ def test_version_matches_the_c_header():
     header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "needle.h")
     with open(header) as f:
         assert '#define NEEDLE_VERSION "%s"' % needle.__version__ in f.read()
+
+
+def test_readme_example_prints_what_it_says(capsys):
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme) as f:
+        text = f.read()
+    start = text.index("```python\n") + len("```python\n")
+    code = text[start:text.index("```", start)]
+    expected = [line.split("# ", 1)[1] for line in code.splitlines() if line.startswith("print(")]
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == expected
