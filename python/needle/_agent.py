@@ -205,11 +205,17 @@ class Needle:
             if out.value:
                 lib.needle_free(out)
             _native.check(rc, err)
+        if not out.value:
+            raise NeedleError(_ESTATE, "libneedle returned no envelope (rc %d)" % rc)
         try:
             envelope = ctypes.string_at(out.value).decode("utf-8")
         finally:
             lib.needle_free(out)
-        return json.loads(envelope)
+        try:
+            return json.loads(envelope)
+        except ValueError as e:
+            raise NeedleError(-5, "libneedle returned an envelope that is not JSON (%s): %.200s" % (e, envelope)) \
+                from None
 
     def complete(self, text, max_new_tokens=512):
         """One turn: the envelope as a dict {"type","success","error","error_code",

@@ -4,6 +4,7 @@ import gc
 import json
 import os
 import threading
+from typing import Annotated
 
 import pytest
 
@@ -245,7 +246,7 @@ def test_bad_tool_schemas_raise(tools, code):
 
 def test_bad_field_constraint_raises():
     @needle.tool
-    def f(x: needle._tools.typing.Annotated[str, needle.Field(pattern="([")]):
+    def f(x: Annotated[str, needle.Field(pattern="([")]):
         """Bad pattern."""
     with pytest.raises(needle.NeedleError) as e:
         needle.Needle(tools=[f])

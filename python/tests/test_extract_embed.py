@@ -78,7 +78,7 @@ def test_embed_numpy_and_batches():
     assert agent.embed([], numpy=True).shape == (0, 128)
 
 
-def test_embed_model_without_head(golden):
-    # tests/golden/tiny_w4.cact carries both heads; the embedding width is the model's
+def test_embed_on_a_second_model(golden):
+    # tests/golden/tiny_w4.cact (random weights) carries both heads: its own embedding
     agent = needle.Needle(weights=golden + "/tiny_w4.cact")
     assert len(agent.embed("hello")) > 0
