@@ -103,8 +103,59 @@ void needle_session_reset(needle_session *s);
  * "success":false when one can be produced. */
 int needle_session_send(needle_session *s, const char *user_text, char **envelope, needle_error *err);
 int needle_session_tool_result(needle_session *s, const char *result_json, char **envelope, needle_error *err);
+/* Either turn with its own token budget (max_new_tokens <= 0: the session's):
+ * is_tool_result 0 sends user text as needle_session_send, 1 a tool's JSON
+ * result as needle_session_tool_result. */
+int needle_session_turn(needle_session *s, int is_tool_result, const char *text, int max_new_tokens, char **envelope,
+                        needle_error *err);
 
 void needle_free(void *p);
+
+/* ---- Training and export: the work of `needle finetune` and `needle build` ----
+ * In-process and blocking; progress lines go where the CLI prints them
+ * (finetune: stderr, build: stdout) unless `quiet` is set. */
+typedef struct needle_finetune_options {
+    const char *data_path;       /* JSONL rows {query, tools, answers|function_calls, reasoning?, system?} */
+    const char *checkpoint_path; /* the base .safetensors checkpoint */
+    const char *out_path;        /* the LoRA adapter (default) or, with full, the whole checkpoint */
+    const char *tokenizer_path;  /* a SentencePiece .model, or a .cact whose tokenizer to use (required) */
+    int full;                    /* 1: train every parameter (heads excepted); 0: LoRA */
+    int epochs, batch_size, lora_rank, max_len, threads, log_every;
+    double lr, lora_alpha, val_split;
+    uint64_t seed;
+    int bucket_batch;            /* 0: one padded length for the run (SPEC); 1: per-batch buckets */
+    int bucket_window;           /* bucket_batch only: batches per sorting window (0: no sorting) */
+    int save_every;              /* > 0: write the whole training state every N steps to state_path */
+    const char *state_path;      /* NULL: OUT.state */
+    const char *resume_path;     /* continue a saved state; its recorded options replace the ones above */
+    int stop_after;              /* > 0: stop after N steps in total */
+    const char *plot_path;       /* an SVG of the loss curves; NULL for none */
+    int quiet;                   /* 1: no progress lines */
+} needle_finetune_options;
+
+typedef struct needle_finetune_result {
+    int rows, steps, stopped;    /* rows used, optimiser steps run, 1 when stop_after ended the run */
+    double first_loss, last_loss, last_val_loss, seconds, tokens_per_s;
+} needle_finetune_result;
+
+/* The CLI's defaults: 3 epochs, batch 16, lr 1e-4, LoRA rank 16 alpha 32, max_len 1024, val 0.1. */
+void needle_finetune_options_default(needle_finetune_options *o);
+/* Fine-tune; `res` may be NULL. */
+int needle_finetune(const needle_finetune_options *o, needle_finetune_result *res, needle_error *err);
+
+typedef struct needle_build_options {
+    const char *checkpoint_path; /* a .safetensors checkpoint, or a .cact to re-quantise */
+    const char *tokenizer_path;  /* a SentencePiece .model or a .cact; NULL: the checkpoint's own (.cact) */
+    const char *bits;            /* "2", "3", "4" or "1.58" for every matrix; NULL: bits_map or the config */
+    const char *bits_map;        /* per-tensor widths "default=4,embedding=3,..."; NULL: bits or the config */
+    const char *lora_path;       /* an adapter from needle_finetune to merge first; NULL for none */
+    const char *out_path;        /* the .cact to write (atomically) */
+    int kv_window;               /* > 0: the KV window stored in the header; 0: the config's */
+    int quiet;                   /* 1: no progress lines */
+} needle_build_options;
+
+/* Quantise a checkpoint (optionally with a LoRA adapter merged) into a .cact. */
+int needle_build(const needle_build_options *o, needle_error *err);
 
 /* ---- Released engine compatibility layer (one hidden session per process) ----
  * needle_load copies a .cact from memory and replaces any model loaded before

@@ -50,5 +50,35 @@ if [ -d tests/python ] && [ -z "$NEEDLE_SKIP_PYTHON" ]; then
         echo "== python oracle tests: pytest/numpy not installed, not run (not counted)"
     fi
 fi
+# The Python package: `pip install .` into a fresh virtual environment under
+# BUILD (offline: --no-index; the build backend needs nothing from PyPI), then
+# its pytest suite.  The venv sees the system's site-packages only for pytest,
+# numpy and pydantic; the package itself comes from the fresh install.
+if [ -d python/tests ] && [ -z "$NEEDLE_SKIP_PYTHON" ]; then
+    venv="$BUILD/python-venv"
+    rm -rf "$venv"
+    if ! python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1 || ! [ -x "$venv/bin/python" ]; then
+        echo "== python package: cannot create a virtual environment (install python3-venv), not run (not counted)"
+    elif ! "$venv/bin/python" -c 'import pytest' 2>/dev/null; then
+        echo "== python package: pytest not installed, not run (not counted)"
+    else
+        echo "== python package (pip install . into $venv, pytest python/tests)"
+        if "$venv/bin/python" -m pip install -q --no-index . > "$BUILD/python-install.log" 2>&1; then
+            out=$("$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests 2>&1)
+            rc=$?
+            printf '%s\n' "$out" | grep -E -v '^[.sFEx]+ *(\[ *[0-9]+%\])?$' | tail -n 40
+            p=$(printf '%s\n' "$out" | grep -oE '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)
+            f=$(printf '%s\n' "$out" | grep -oE '[0-9]+ failed' | tail -n 1 | cut -d' ' -f1)
+            e=$(printf '%s\n' "$out" | grep -oE '[0-9]+ error' | tail -n 1 | cut -d' ' -f1)
+            passed=$((passed + ${p:-0}))
+            failed=$((failed + ${f:-0} + ${e:-0}))
+            if [ "$rc" -ne 0 ] && [ -z "$f$e" ]; then failed=$((failed + 1)); fi
+        else
+            tail -n 20 "$BUILD/python-install.log"
+            echo "  pip install . FAILED (log: $BUILD/python-install.log)"
+            failed=$((failed + 1))
+        fi
+    fi
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,251 @@
+/* api_train.c - the public training and export calls (include/needle.h):
+ * needle_finetune and needle_build do what `needle finetune` and `needle build`
+ * do, from an options struct instead of argv, so bindings (the Python package)
+ * train and export in-process.  The work is the same library calls the CLI
+ * makes (trainer.h, train_ckpt.h, merge.h, nd_cact_write); progress lines are
+ * the CLI's, on the same streams. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "io/cact.h"
+#include "io/safetensors.h"
+#include "io/spm_model.h"
+#include "model/bits_map.h"
+#include "model/weights.h"
+#include "needle.h"
+#include "quant/cq.h"
+#include "text/tokenizer.h"
+#include "train/data.h"
+#include "train/merge.h"
+#include "train/train_ckpt.h"
+#include "train/trainer.h"
+
+/* A vocabulary from a SentencePiece .model or from the blob inside a .cact
+ * (told apart by the file's first bytes, not its name). */
+static int load_vocab(const char *path, nd_vocab *v, needle_error *err)
+{
+    memset(v, 0, sizeof *v);
+    FILE *f = fopen(path, "rb");
+    if (!f) return nd_errorf(err, NEEDLE_EIO, "%s: cannot open the tokenizer", path);
+    uint8_t head[64];
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (!nd_cact_sniff(head, n)) return nd_vocab_load_spm_file(path, v, err);
+    nd_weights w;
+    int rc = nd_weights_load_cact(path, &w, err);
+    if (rc) return rc;
+    if (w.tokenizer_blob && w.tokenizer_blob_size)
+        rc = nd_vocab_from_blob(w.tokenizer_blob, w.tokenizer_blob_size, path, v, err);
+    else rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: this .cact holds no tokenizer", path);
+    nd_weights_free(&w);
+    return rc;
+}
+
+void needle_finetune_options_default(needle_finetune_options *o)
+{
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    nd_trainer_opts t;
+    nd_trainer_opts_default(&t);
+    o->epochs = t.epochs;
+    o->batch_size = t.batch_size;
+    o->max_len = t.max_len;
+    o->log_every = t.log_every;
+    o->lr = t.lr;
+    o->val_split = t.val_split;
+    o->seed = t.seed;
+    o->bucket_batch = t.bucket == ND_BUCKET_BATCH;
+    o->bucket_window = t.bucket_window;
+    o->lora_rank = 16;
+    o->lora_alpha = 32;
+}
+
+/* The trainer's options from the public ones; with resume_path, the saved
+ * state's recorded options (and mode) replace the caller's, as the CLI's
+ * --resume makes them the defaults. */
+static int trainer_options(const needle_finetune_options *p, nd_trainer_opts *o, int *full, int *rank, double *alpha,
+                           needle_error *err)
+{
+    nd_trainer_opts_default(o);
+    o->epochs = p->epochs;
+    o->batch_size = p->batch_size;
+    o->max_len = p->max_len;
+    o->log_every = p->log_every;
+    o->lr = p->lr;
+    o->val_split = p->val_split;
+    o->seed = p->seed;
+    o->bucket = p->bucket_batch ? ND_BUCKET_BATCH : ND_BUCKET_GLOBAL;
+    o->bucket_window = p->bucket_window;
+    *full = p->full != 0;
+    *rank = p->lora_rank;
+    *alpha = p->lora_alpha;
+    if (p->resume_path) {
+        nd_safetensors st;
+        int rc = nd_st_open(p->resume_path, &st, err);
+        if (rc) return rc;
+        const char *desc = nd_st_meta(&st, "options");
+        rc = desc ? nd_trainer_parse_description(desc, o, full, rank, alpha, err)
+                      : nd_errorf(err, NEEDLE_EFORMAT, "%s: not a training state (no \"options\")", p->resume_path);
+        nd_st_close(&st);
+        if (rc) return rc;
+        o->resume_path = p->resume_path;
+    }
+    o->save_every = p->save_every;
+    o->save_path = p->state_path;
+    o->stop_after = p->stop_after;
+    o->plot_path = p->plot_path;
+    o->progress = p->quiet ? NULL : stderr;
+    if (o->epochs < 1 || o->batch_size < 1 || o->max_len < 2 || !(o->val_split >= 0 && o->val_split < 1) ||
+        !(o->lr > 0) || (!*full && (*rank < 1 || !(*alpha > 0))) || o->bucket_window < 0 || o->save_every < 0 ||
+        o->stop_after < 0 || o->log_every < 0 || p->threads < 0)
+        return nd_errorf(err, NEEDLE_EINVAL,
+                         "finetune: an option is out of range (epochs, batch_size >= 1; max_len >= 2; 0 <= val_split "
+                         "< 1; lr > 0; lora_rank >= 1; lora_alpha > 0; counts >= 0)");
+    return 0;
+}
+
+int needle_finetune(const needle_finetune_options *p, needle_finetune_result *res, needle_error *err)
+{
+    if (res) memset(res, 0, sizeof *res);
+    if (!p) return nd_errorf(err, NEEDLE_EINVAL, "finetune: NULL options");
+    if (!p->data_path || !p->checkpoint_path || !p->out_path || !p->tokenizer_path)
+        return nd_errorf(err, NEEDLE_EINVAL, "finetune: data_path, checkpoint_path, out_path and tokenizer_path "
+                                             "are required");
+    nd_trainer_opts o;
+    int full, rank;
+    double alpha;
+    int rc = trainer_options(p, &o, &full, &rank, &alpha, err);
+    if (rc) return rc;
+    char *state_default = NULL;
+    if (o.save_every > 0 && !o.save_path) {
+        size_t n = strlen(p->out_path) + sizeof ".state";
+        if (!(state_default = malloc(n))) return nd_errorf(err, NEEDLE_ENOMEM, "finetune: out of memory");
+        snprintf(state_default, n, "%s.state", p->out_path);
+        o.save_path = state_default;
+    }
+    FILE *log = p->quiet ? NULL : stderr;
+
+    nd_vocab v;
+    nd_tokenizer *tok = NULL;
+    nd_train_model m;
+    nd_dataset ds;
+    nd_threadpool *pool = NULL;
+    int have_model = 0, have_data = 0, ignored = 0;
+    rc = load_vocab(p->tokenizer_path, &v, err);
+    if (rc) goto done;
+    rc = nd_tokenizer_create(&v, &tok, err);
+    nd_vocab_free(&v);
+    if (rc) goto done;
+    if ((rc = nd_train_model_load(&m, p->checkpoint_path, &ignored, err))) goto done;
+    have_model = 1;
+    if (ignored && log)
+        fprintf(log, "  %d checkpoint tensors not used by the forward pass are not trained%s\n", ignored,
+                full ? " and not written" : "");
+    if ((rc = nd_dataset_load_jsonl(p->data_path, tok, o.max_len, log, &ds, err))) goto done;
+    have_data = 1;
+    if (log)
+        fprintf(log, "  %s: %d rows used of %d (%d malformed, %d longer than max_len)\n", p->data_path, ds.n,
+                ds.lines, ds.malformed, ds.too_long);
+    if ((rc = nd_threadpool_create(p->threads, &pool, err))) goto done;
+    m.pool = pool;
+    rc = full ? nd_train_enable_full(&m, err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, err);
+    if (rc) goto done;
+    nd_trainer_result r;
+    if ((rc = nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &r, err))) goto done;
+    rc = full ? nd_train_save_full(&m, p->out_path, err) : nd_train_save_lora(&m, p->out_path, err);
+    if (rc) goto done;
+    if (log) {
+        fprintf(log, "  %d steps in %.1f s (%.0f tok/s); loss %.4f -> %.4f; wrote %s %s\n", r.steps, r.seconds,
+                r.tokens_per_s, r.first_loss, r.last_loss, full ? "checkpoint" : "adapter", p->out_path);
+        if (r.stopped) fprintf(log, "  stopped early by stop_after (the output holds the weights at that step)\n");
+        fflush(log);
+    }
+    if (res) {
+        res->rows = ds.n;
+        res->steps = r.steps;
+        res->stopped = r.stopped;
+        res->first_loss = r.first_loss;
+        res->last_loss = r.last_loss;
+        res->last_val_loss = r.last_val_loss;
+        res->seconds = r.seconds;
+        res->tokens_per_s = r.tokens_per_s;
+    }
+done:
+    if (have_data) nd_dataset_free(&ds);
+    if (have_model) nd_train_model_free(&m);
+    nd_threadpool_free(pool);
+    nd_tokenizer_free(tok);
+    free(state_default);
+    return rc;
+}
+
+int needle_build(const needle_build_options *p, needle_error *err)
+{
+    if (!p) return nd_errorf(err, NEEDLE_EINVAL, "build: NULL options");
+    if (!p->checkpoint_path || !p->out_path)
+        return nd_errorf(err, NEEDLE_EINVAL, "build: checkpoint_path and out_path are required");
+    if (p->bits && p->bits_map) return nd_errorf(err, NEEDLE_EINVAL, "build: give bits or bits_map, not both");
+    if (p->kv_window < 0) return nd_errorf(err, NEEDLE_EINVAL, "build: kv_window %d must be >= 0", p->kv_window);
+    char spec[64] = "";
+    const char *bits_map = p->bits_map;
+    if (p->bits) {
+        if (nd_bits_parse_width(p->bits, (int)strlen(p->bits)) < 0)
+            return nd_errorf(err, NEEDLE_EINVAL, "build: bits must be 2, 3, 4 or 1.58 (got '%s')", p->bits);
+        snprintf(spec, sizeof spec, "default=%s", p->bits);
+        bits_map = spec;
+    }
+    FILE *log = p->quiet ? NULL : stdout;
+
+    nd_weights w;
+    int rc = nd_weights_load(p->checkpoint_path, &w, err);
+    if (rc) return rc;
+    if (p->kv_window > 0) {
+        if (p->kv_window > w.cfg.max_seq_len) {
+            rc = nd_errorf(err, NEEDLE_EINVAL, "build: kv_window %d exceeds max_seq_len %d", p->kv_window,
+                           w.cfg.max_seq_len);
+            nd_weights_free(&w);
+            return rc;
+        }
+        w.cfg.kv_window = p->kv_window;
+    }
+    if (log)
+        fprintf(log, "  %-10s%s  d=%d  %d layers  vocab %d%s\n", "loaded", p->checkpoint_path, w.cfg.d_model,
+                w.cfg.num_layers, w.cfg.vocab_size, w.contrastive.present || w.confidence.present ? "  with heads" : "");
+    if (p->lora_path) {
+        if ((rc = nd_lora_merge(&w, p->lora_path, p->checkpoint_path, err))) {
+            nd_weights_free(&w);
+            return rc;
+        }
+        if (log) fprintf(log, "  %-10s%s  into q,k,v,gate,out of %d layers\n", "merged", p->lora_path, w.cfg.num_layers);
+    }
+    nd_vocab v;
+    if (p->tokenizer_path) rc = load_vocab(p->tokenizer_path, &v, err);
+    else if (w.tokenizer_blob)
+        rc = nd_vocab_from_blob(w.tokenizer_blob, w.tokenizer_blob_size, p->checkpoint_path, &v, err);
+    else rc = nd_errorf(err, NEEDLE_EINVAL, "build: %s holds no tokenizer: give tokenizer_path", p->checkpoint_path);
+    if (rc) {
+        nd_weights_free(&w);
+        return rc;
+    }
+    const char *shown = bits_map && *bits_map ? bits_map : w.cfg.weight_bits[0] ? w.cfg.weight_bits : "default=4";
+    if (log) {
+        fprintf(log, "  %-10s%s  %d pieces\n", "tokenizer", p->tokenizer_path ? p->tokenizer_path : "(from the checkpoint)",
+                v.n_pieces);
+        fprintf(log, "  %-10s%s  kv window %d\n", "quantise", shown, nd_config_effective_window(&w.cfg));
+        fflush(log);
+    }
+    nd_cact_write_stats st;
+    rc = nd_cact_write(p->out_path, &w, &v, bits_map, &st, err);
+    int act_bits = w.cfg.act_bits;
+    nd_vocab_free(&v);
+    nd_weights_free(&w);
+    if (!rc && log) {
+        fprintf(log, "  %-10s%s  %.2f MB  %d tensors  W%sA%d\n", "wrote", p->out_path, (double)st.bytes / 1e6, st.tensors,
+                nd_cq_bits_name(st.default_bits), act_bits);
+        fflush(log);
+    }
+    return rc;
+}
