@@ -42,7 +42,7 @@ static void usage(FILE *to)
 
 /* models/NAME next to the repository root (the executable's directory's
  * parent), else in the current directory; NULL when neither exists. */
-static char *default_file(const char *name)
+char *cli_default_file(const char *name)
 {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -207,14 +207,14 @@ int cmd_run(int argc, char **argv)
 
     char *model_default = NULL, *tools_default = NULL;
     if (!model) {
-        model = model_default = default_file("needle-default.cact");
+        model = model_default = cli_default_file("needle-default.cact");
         if (!model) {
             fprintf(stderr, "needle run: no model: pass --model FILE.cact (the bundled default "
                             "models/needle-default.cact is not present in this checkout)\n");
             return 2;
         }
     }
-    if (!tools_path) tools_path = tools_default = default_file("tools.json");
+    if (!tools_path) tools_path = tools_default = cli_default_file("tools.json");
 
     needle_error err = {0};
     char *tools_json = NULL;
