@@ -72,3 +72,10 @@ void nd_admission_leave(nd_admission *a)
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
 }
+
+void nd_admission_count_cancel(nd_admission *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->cancelled++;
+    pthread_mutex_unlock(&a->mu);
+}

@@ -735,6 +735,7 @@ void nd_chat_completions(const nd_request *rq, nd_reply *r)
     }
     if (!rc && rq->gone && rq->gone(rq->gone_ctx)) { /* hung up while we prepared: skip the decode */
         nd_admission_leave(&srv->adm);
+        nd_admission_count_cancel(&srv->adm);
         needle_session_close(s);
         free(results);
         r->drop = 1;

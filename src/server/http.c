@@ -13,6 +13,7 @@
  *   GET  /, /app.js, /style.css  the playground (assets.c, or --static DIR)
  */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/json.h"
 #include "server/server_internal.h"
@@ -303,6 +306,7 @@ int nd_server_run(const nd_server_config *cfg)
     nd_server srv;
     memset(&srv, 0, sizeof srv);
     srv.cfg = cfg;
+    srv.next_id = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid(); /* ids differ between runs */
     pthread_mutex_init(&srv.mu, NULL);
     nd_admission_init(&srv.adm, cfg->parallel, cfg->queue);
     srv.cache = nd_session_cache_new(cfg->cache_sessions);
@@ -320,6 +324,15 @@ int nd_server_run(const nd_server_config *cfg)
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+#ifdef __GLIBC__
+    /* Sessions come and go with multi-MiB KV caches, on many connection
+     * threads.  A fixed mmap threshold returns each freed cache to the system
+     * (glibc's adaptive threshold would move them into the heap, where they
+     * fragment), and few arenas keep per-thread free lists from piling up:
+     * resident memory then follows the sessions alive, not the traffic seen. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_ARENA_MAX, 2);
+#endif
     unsigned conn_limit = (unsigned)(cfg->parallel + cfg->queue + 128);
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request,
                          &hc, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,

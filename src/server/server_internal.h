@@ -47,6 +47,8 @@ void nd_admission_destroy(nd_admission *a);
  * is full: answer 503) or GONE (the client disconnected while waiting). */
 int nd_admission_enter(nd_admission *a, nd_gone_fn gone, void *gone_ctx);
 void nd_admission_leave(nd_admission *a);
+/* Count a request dropped after admission because its client hung up. */
+void nd_admission_count_cancel(nd_admission *a);
 
 /* ---- conversations kept for KV reuse (session_cache.c) ---- */
 typedef struct nd_session_cache nd_session_cache;

@@ -62,7 +62,7 @@ def server():
     exe = os.path.join(ROOT, BUILD, "needle")
     cmd = [exe, "serve", "--port", "0", "--api-key", KEY, "--model", os.path.join(ROOT, "models/needle-default.cact"),
            "--tools", os.path.join(ROOT, "models/tools.json"), "--parallel", "2", "--queue", "8",
-           "--max-body", str(MAX_BODY), "--max-messages", "64", "--timeout", str(TIMEOUT_S), "--threads", "1"]
+           "--max-body", str(MAX_BODY), "--max-messages", "64", "--timeout", str(TIMEOUT_S), "--threads", "1", "--cache", "8"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
