@@ -35,9 +35,9 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 ifneq ($(MHD_LIBS),)
 SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/server/*.c)))
 CLI_OBJ  += $(SERVER_OBJ)
-$(SERVER_OBJ) $(BUILD)/obj/src/cli/cmd_serve.o: CFLAGS += -DND_WITH_SERVER $(shell pkg-config --cflags libmicrohttpd)
+$(SERVER_OBJ) $(BUILD)/obj/src/cli/cmd_serve.o: override CFLAGS += -DND_WITH_SERVER $(shell pkg-config --cflags libmicrohttpd)
 $(BUILD)/obj/src/server/assets.o: $(wildcard src/server/playground/*)
-$(BUILD)/needle: LDLIBS += $(MHD_LIBS)
+$(BUILD)/needle: override LDLIBS += $(MHD_LIBS)
 endif
 
 lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so

@@ -134,3 +134,26 @@ def test_wrong_api_key_is_401(server, model_id):
     assert e.value.status_code == 401
     status, _, body = server.request("GET", "/v1/models", key=None)
     assert status == 401 and body["error"]["code"] == "invalid_api_key"
+
+
+def test_router_shows_the_tools_retrieval_picked(client, model_id):
+    extra = [{"type": "function", "function": {"name": n, "description": d, "parameters": {
+        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}
+        for n, d in (("send_email", "Send an email to a contact"), ("book_flight", "Book a flight to a city"),
+                     ("translate", "Translate text into another language"))]
+    r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "turn off the kitchen lights"}],
+                                       tools=TOOLS + extra)
+    shown = r.needle["router"]["tools"]
+    assert 1 <= len(shown) <= 5 and len(set(shown)) == len(shown)
+    assert "set_lights" in shown
+    assert set(shown) <= {t["function"]["name"] for t in TOOLS + extra}
+    # with five tools or fewer every tool is shown and there is no router
+    r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "turn off the kitchen lights"}],
+                                       tools=TOOLS)
+    assert r.needle["router"] is None
+
+
+def test_no_tools_means_no_call(client, model_id):
+    r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "turn off the kitchen lights"}],
+                                       tools=[])
+    assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls
