@@ -70,14 +70,15 @@ void nd_session_cache_put(nd_session_cache *c, uint64_t key, needle_session *s)
 {
     needle_session *evicted = NULL;
     pthread_mutex_lock(&c->mu);
+    /* the same history (a newer session replaces it), else a free slot, else the oldest */
     int slot = -1;
-    for (int i = 0; i < c->cap; i++) {
-        if (!c->e[i].stamp || c->e[i].key == key) { /* a free slot, or the same history */
-            slot = i;
-            break;
-        }
-        if (slot < 0 || c->e[i].stamp < c->e[slot].stamp) slot = i;
-    }
+    for (int i = 0; i < c->cap && slot < 0; i++)
+        if (c->e[i].stamp && c->e[i].key == key) slot = i;
+    for (int i = 0; i < c->cap && slot < 0; i++)
+        if (!c->e[i].stamp) slot = i;
+    if (slot < 0)
+        for (int i = 0; i < c->cap; i++)
+            if (slot < 0 || c->e[i].stamp < c->e[slot].stamp) slot = i;
     if (slot >= 0) {
         if (c->e[slot].stamp) evicted = c->e[slot].s;
         c->e[slot].key = key;

@@ -125,3 +125,5 @@ def test_load_500_requests_32_clients(server):
     assert rss["end"] - rss["warm"] < 8 * 1024, report
     status, _, health = server.request("GET", "/health", key=None)
     assert status == 200 and health["active"] == 0 and health["queued"] == 0
+    assert 1 <= health["sessions_cached"] <= 8  # the server runs with --cache 8
+    assert health["cache_hits"] > 0  # tool-result follow-ups continued their sessions
