@@ -157,3 +157,19 @@ def test_no_tools_means_no_call(client, model_id):
     r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "turn off the kitchen lights"}],
                                        tools=[])
     assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls
+
+
+def test_max_tokens_too_small_finishes_with_length(client, model_id):
+    r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "turn off the kitchen lights"}],
+                                       tools=TOOLS, max_tokens=3)
+    assert r.choices[0].finish_reason == "length"
+    assert not r.choices[0].message.tool_calls
+    assert r.needle["error"]
+
+
+def test_sampling_options_are_accepted_and_seeded(client, model_id):
+    q = [{"role": "user", "content": "set the thermostat to 21 degrees"}]
+    a = client.chat.completions.create(model=model_id, messages=q, tools=TOOLS, temperature=0.8, top_p=0.9, seed=7)
+    b = client.chat.completions.create(model=model_id, messages=q, tools=TOOLS, temperature=0.8, top_p=0.9, seed=7)
+    calls = [[(c.function.name, c.function.arguments) for c in (x.choices[0].message.tool_calls or [])] for x in (a, b)]
+    assert calls[0] == calls[1]
