@@ -17,7 +17,7 @@ WARN    := -Wall -Wextra -Werror
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(ARCHFLAGS) -fPIC -D_GNU_SOURCE -Iinclude -Isrc -pthread $(EXTRA_CFLAGS)
 LDLIBS  += -lm -pthread
 
-LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/server/*' | sort)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -29,6 +29,17 @@ TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 
 .PHONY: all lib test asan tsan fuzz clean check-golden
 all: $(BUILD)/needle $(BUILD)/libneedle.so
+
+# `needle serve` (src/server/) links GNU libmicrohttpd into build/needle only, when pkg-config
+# finds it; libneedle never depends on it, and without it `needle serve` says how to get it.
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+ifneq ($(MHD_LIBS),)
+SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/server/*.c)))
+CLI_OBJ  += $(SERVER_OBJ)
+$(SERVER_OBJ) $(BUILD)/obj/src/cli/cmd_serve.o: override CFLAGS += -DND_WITH_SERVER $(shell pkg-config --cflags libmicrohttpd)
+$(BUILD)/obj/src/server/assets.o: $(wildcard src/server/playground/*)
+$(BUILD)/needle: override LDLIBS += $(MHD_LIBS)
+endif
 
 lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 

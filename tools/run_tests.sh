@@ -80,5 +80,33 @@ if [ -d python/tests ] && [ -z "$NEEDLE_SKIP_PYTHON" ]; then
         fi
     fi
 fi
+# `needle serve` against a live server on a free loopback port: the openai client,
+# headless Chromium on the playground, limits, and a bounded load test (tests/server/).
+if [ -z "$NEEDLE_SKIP_PYTHON" ]; then
+    if ! "$BUILD/needle" serve --help >/dev/null 2>&1; then
+        echo "== server tests: $BUILD/needle was built without libmicrohttpd (apt-get install libmicrohttpd-dev), not run (not counted)"
+    elif ! python3 -c 'import pytest' 2>/dev/null; then
+        echo "== server tests: pytest not installed, not run (not counted)"
+    else
+        files="tests/server/test_limits.py tests/server/test_load.py"
+        if python3 -c 'import openai' 2>/dev/null; then files="$files tests/server/test_openai_client.py"
+        else echo "== server tests: the openai package is not installed (pip install openai): client tests not run (not counted)"; fi
+        if python3 -c 'import selenium' 2>/dev/null && [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+            files="$files tests/server/test_playground.py"
+        else echo "== server tests: selenium, chromium or chromium-driver missing: playground test not run (not counted)"; fi
+        echo "== server tests (needle serve)"
+        rm -f "$BUILD/server_load.json"
+        out=$(NEEDLE_BUILD="$BUILD" python3 -m pytest -q -p no:cacheprovider $files 2>&1)
+        rc=$?
+        printf '%s\n' "$out" | tail -n 15
+        [ -f "$BUILD/server_load.json" ] && echo "  load test: $(cat "$BUILD/server_load.json")"
+        p=$(printf '%s\n' "$out" | grep -oE '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)
+        f=$(printf '%s\n' "$out" | grep -oE '[0-9]+ failed' | tail -n 1 | cut -d' ' -f1)
+        e=$(printf '%s\n' "$out" | grep -oE '[0-9]+ error' | tail -n 1 | cut -d' ' -f1)
+        passed=$((passed + ${p:-0}))
+        failed=$((failed + ${f:-0} + ${e:-0}))
+        if [ "$rc" -ne 0 ] && [ -z "$f$e" ]; then failed=$((failed + 1)); fi
+    fi
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

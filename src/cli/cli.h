@@ -17,6 +17,7 @@ int cmd_run(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_train_heads(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Small shared helpers for argument parsing (cli_util.c). */
 /* Returns the value for --name (either "--name V" or "--name=V"), advancing *i. */
@@ -24,6 +25,9 @@ const char *cli_flag_value(int argc, char **argv, int *i, const char *name);
 /* Numbers in option values: cli_int / cli_double / cli_u64 (cli_options.h). */
 /* Parse "1,2,3" into a heap array of ints; returns count or -1 on error. */
 int cli_parse_int_list(const char *s, int **out);
+/* models/NAME beside the executable's parent directory, else in the current
+ * directory (heap string), or NULL when neither exists (cmd_run.c). */
+char *cli_default_file(const char *name);
 /* Print "needle NAME: message" to stderr and return 1. */
 int cli_fail(const char *cmd, const char *msg);
 

@@ -12,6 +12,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", cmd_run, "answer a request with tool calls (prints the JSON envelope)"},
+    {"serve", cmd_serve, "an OpenAI-compatible tool-calling HTTP server with a playground page"},
     {"finetune", cmd_finetune, "LoRA or full fine-tuning on a JSONL dataset"},
     {"build", cmd_build, "merge + quantise a checkpoint into a .cact deploy file"},
     {"init", cmd_init, "write a randomly initialised checkpoint (.safetensors)"},

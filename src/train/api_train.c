@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/threadpool.h"
-#include "io/cact.h"
+#include "model/cact/cact.h"
 #include "io/safetensors.h"
 #include "io/spm_model.h"
 #include "model/bits_map.h"
