@@ -1,0 +1,344 @@
+"""phrasing.py - requests built compositionally from a tool's own words.
+
+A request is an action phrase (verb and object taken from the tool's name and
+description) plus one clause per argument (a preposition or frame chosen by
+the parameter's kind and name), then dressed: fillers, politeness, indirect
+frames, chit-chat around it, typos outside the values, clause order, casing.
+Nothing here names a particular tool.
+"""
+import re
+
+from datagen.schema import humanize
+
+VERB_SYNONYMS = {
+    "set": ["set", "change", "adjust"], "get": ["get", "check", "show me", "look up", "pull up"],
+    "send": ["send", "shoot off", "fire off", "send out"], "play": ["play", "put on", "start playing", "queue up"],
+    "create": ["create", "make", "add", "set up"], "add": ["add", "put", "save", "log"],
+    "delete": ["delete", "remove", "get rid of", "cancel"], "remove": ["remove", "delete", "take off", "drop"],
+    "start": ["start", "begin", "kick off"], "stop": ["stop", "end", "halt"], "search": ["search for", "find", "look up"],
+    "find": ["find", "look up", "search for"], "log": ["log", "record", "track", "note down"],
+    "record": ["record", "log", "note"], "book": ["book", "reserve"], "call": ["call", "ring", "phone"],
+    "open": ["open", "launch", "bring up"], "schedule": ["schedule", "book", "set up", "arrange"],
+    "save": ["save", "store", "keep"], "update": ["update", "change", "edit"], "show": ["show", "display", "pull up"],
+    "read": ["read", "read out"], "track": ["track", "log", "record"], "order": ["order", "buy", "get"],
+    "buy": ["buy", "order", "purchase"], "extract": ["save", "record", "file", "capture"],
+    "share": ["share", "send"], "measure": ["measure", "take", "check"], "check": ["check", "look at", "get"],
+    "list": ["list", "show", "show me"], "cancel": ["cancel", "call off"], "pause": ["pause", "hold"],
+    "resume": ["resume", "continue", "unpause"], "lock": ["lock", "secure"], "unlock": ["unlock", "open"],
+    "turn": ["turn"], "toggle": ["toggle", "switch"], "enable": ["enable", "turn on", "activate"],
+    "disable": ["disable", "turn off", "deactivate"], "navigate": ["navigate", "get directions"],
+    "translate": ["translate"], "convert": ["convert"], "make": ["make", "create"], "write": ["write", "jot down"],
+    "note": ["note", "jot down"], "remind": ["remind"], "start_timer": ["start"], "increase": ["increase", "raise"],
+    "decrease": ["decrease", "lower"], "mute": ["mute", "silence"], "skip": ["skip"], "cast": ["cast", "stream"],
+    "adjust": ["adjust", "change", "set"], "take": ["take", "snap"], "request": ["request", "ask for"], "submit": ["submit", "send in"],
+}
+QUESTION_VERBS = {"get", "check", "show", "read", "list", "find", "search", "measure"}
+ONOFF_NAMES = re.compile(r"^(on|is on|enabled?|power|powered|active|state|turned on|switch|is enabled|activate)$")
+ON_LEADS = ["turn on", "switch on", "power on", "turn {obj} on", "switch {obj} on"]
+OFF_LEADS = ["turn off", "switch off", "shut off", "turn {obj} off", "switch {obj} off", "kill"]
+PREFIXES = ["", "", "", "", "", "please ", "can you ", "could you ", "could you please ", "would you ", "hey, ",
+            "hey assistant, ", "ok ", "okay so ", "um, ", "uh ", "hi! ", "quick one: ", "go ahead and ",
+            "I need you to ", "I'd like you to ", "can you please ", "pls ", "yo, ", "when you get a chance, ",
+            "right, ", "alright, ", "so, ", "oh and ", "hmm, ", "kindly ", "hey there, can you ", "yes, "]
+SUFFIXES = ["", "", "", "", " please", " thanks", ", thank you", " pls", ", cheers", " for me", " asap", " now",
+            "!", ".", "?", " thx", " if you can", " real quick", ", ty", " please and thank you", ", would you?"]
+INDIRECT = ["I want to {vp}", "I'd like to {vp}", "I need to {vp}", "is it possible to {vp}?",
+            "I was wondering if you could {vp}", "help me {vp}", "let's {vp}", "time to {vp}",
+            "don't forget to {vp}", "make sure to {vp}", "it'd be great if you could {vp}",
+            "would it be possible to {vp}?", "just {vp}", "I'd love it if you could {vp}", "you can {vp} now",
+            "go on and {vp}", "can I get you to {vp}?", "do me a favour and {vp}", "I think we should {vp}",
+            "{vp}, don't forget", "{vp}, if you don't mind", "{vp} when you can"]
+CHAT_BEFORE = ["Long day.", "Morning!", "Ugh, Mondays.", "Okay, next thing.", "I'm heading out soon.",
+               "Good evening.", "Hope you're doing well.", "Thanks for earlier.", "Busy day today.", "Quick favour.",
+               "So tired right now.", "Back from the gym.", "Just got home.", "Hi again.", "Right then.",
+               "Sorry to bother you.", "Oh, one more thing.", "Alright, listen."]
+CHAT_AFTER = ["Thanks a lot!", "You're the best.", "Appreciate it.", "Cheers.", "That's all for now.",
+              "Have a good one.", "Thanks, buddy.", "Much appreciated."]
+NEGATIONS = ["don't {vp}", "do not {vp}", "please don't {vp}", "never mind, don't {vp}", "I don't want you to {vp}",
+             "no need to {vp}", "there's no need to {vp}", "you don't need to {vp}", "don't bother to {vp}",
+             "stop, don't {vp}", "cancel that, do not {vp}", "hold off, don't {vp} yet", "I said don't {vp}",
+             "{vp}... actually no, don't", "{vp}. wait, never mind", "forget it, don't {vp}", "please do not {vp}",
+             "we don't need to {vp}", "I changed my mind, don't {vp}", "dont {vp}", "don't {vp} please",
+             "do NOT {vp}", "whatever you do, don't {vp}", "no, don't {vp}", "better not {vp}",
+             "I didn't ask you to {vp}", "you shouldn't {vp}", "let's not {vp}", "skip it, don't {vp}",
+             "don't you dare {vp}", "{vp}? no, don't do that"]
+CONNECTORS = [" and ", ", and ", ", then ", ". Also ", ". Then ", " and also ", "; ", ", plus ", " and after that ",
+              ", and then ", ". And ", " & ", ", also "]
+
+
+def split_description(desc):
+    """The description's first clause as (verb, rest), when it reads as an action."""
+    first = re.split(r"[.;,(]|\s+-\s+", desc.strip())[0].strip()
+    if not first or re.search(r"\b(on or off|or)\b", first):
+        first = re.split(r"\s+or\s+", first)[0].strip()
+        if re.search(r"\bon$|\boff$", first):
+            return None
+    words = first.split()
+    if len(words) < 2 or len(words) > 9:
+        return None
+    verb = words[0].lower()
+    if verb not in VERB_SYNONYMS or verb in ("turn", "toggle", "enable", "disable"):
+        return None
+    return verb, " ".join(words[1:])[0].lower() + " ".join(words[1:])[1:]
+
+
+class ToolPhrasing:
+    """Everything needed to say requests for one tool."""
+
+    def __init__(self, tool):
+        self.tool = tool
+        toks = tool.tokens
+        self.verb = toks[0] if toks and toks[0] in VERB_SYNONYMS else None
+        obj_toks = toks[1:] if self.verb else toks
+        self.noun = " ".join(obj_toks) or (tool.desc.split()[1] if len(tool.desc.split()) > 1 else tool.name)
+        self.objects = []
+        if obj_toks:
+            self.objects.append(("the " if self.verb != "create" else "a ") + self.noun)
+            self.objects.append(("my " if self.verb in QUESTION_VERBS else "the ") + self.noun)
+        d = split_description(tool.desc)
+        self.desc_phrase = None
+        if d:
+            self.desc_phrase = d
+            if not self.verb:
+                self.verb = d[0]
+            if d[0] == self.verb or not obj_toks:
+                self.objects.append(d[1])
+        if not self.verb:
+            self.verb = "use"
+        if not self.objects:
+            self.objects = ["the " + self.noun]
+        self.onoff = next((p for p in tool.params if p.kind == "bool" and ONOFF_NAMES.match(p.human)), None)
+
+    def verb_phrase(self, rng):
+        return rng.choice(VERB_SYNONYMS.get(self.verb, [self.verb.replace("_", " ")]))
+
+
+def clause_options(p, slot, tool, many_numbers):
+    t, h = slot.text, p.human
+    k = p.kind
+    if slot.clause:
+        return [slot.clause]
+    if k == "room":
+        the = "" if "'s " in t else "the "
+        return ["in " + the + t, "in " + the + t, "for " + the + t, h + " " + t if h != "room" else "in " + the + t]
+    if k == "place":
+        if re.search(r"dest|^to\b|arriv", h):
+            return ["to " + t, "going to " + t]
+        if re.search(r"origin|from|depart|start", h):
+            return ["from " + t, "leaving from " + t]
+        return ["in " + t, "for " + t, "in " + t, h + " " + t]
+    if k == "address":
+        return ["at " + t, h + " " + t, h + ": " + t]
+    if k == "person":
+        if re.search(r"recipient|^to$|contact", h):
+            return ["to " + t, "to " + t, "for " + t]
+        if re.search(r"sender|^from$", h):
+            return ["from " + t]
+        if re.search(r"attendee|participant|guest|with|invite", h):
+            return ["with " + t, "and invite " + t]
+        if re.search(r"assign|owner", h):
+            return ["for " + t, "assigned to " + t]
+        return ["for " + t, "named " + t, h + " " + t, "called " + t, h + ": " + t]
+    if k == "artist":
+        return ["by " + t, "from " + t, h + " " + t]
+    if k == "message":
+        return ["saying " + t, 'saying "' + t + '"', "that says " + t, ": " + t, "with the " + h + ' "' + t + '"',
+                ': "' + t + '"', "- " + t]
+    if k == "media":
+        return [t, '"' + t + '"', h + " " + t, "the " + h + " " + t]
+    if k == "product":
+        return [t, h + " " + t, "some " + t]
+    if k == "business":
+        return ["at " + t, "from " + t, h + " " + t]
+    if k == "query":
+        return ["for " + t, "about " + t, '"' + t + '"']
+    if k in ("title", "words"):
+        return ["called " + t, '"' + t + '"', h + " " + t, "named " + t, "for " + t, h + ": " + t, 'titled "' + t + '"']
+    if k == "email":
+        return ["at " + t, h + " " + t, "email " + t]
+    if k == "phone":
+        return ["at " + t, h + " " + t, "number " + t, "on " + t]
+    if k in ("url", "pattern"):
+        return [h + " " + t, h + ": " + t, t]
+    if k == "time":
+        return ["at " + t, "at " + t, "for " + t, h + " " + t]
+    if k in ("date", "datetime"):
+        return ["on " + t, "for " + t]
+    if k == "temperature":
+        return (["to " + t] if not many_numbers else []) + ["at " + t, h + " " + t, h + " to " + t]
+    if k == "percent":
+        return (["to " + t] if not many_numbers else []) + ["at " + t, h + " " + t, h + " to " + t, t + " " + h]
+    if k == "duration":
+        return ["for " + t, h + " " + t, "lasting " + t] if "for" not in h else [h + " " + t, "for " + t]
+    if k == "money":
+        return ["for " + t, "of " + t, h + " " + t]
+    if k == "count":
+        return [h + " " + t, t + " " + h, "for " + t + " " + h, h + ": " + t]
+    if k == "number":
+        return [h + " " + t, h + " to " + t, h + ": " + t, "with " + h + " " + t] + (["to " + t] if not many_numbers else [])
+    if k == "enum":
+        opts = [h + " " + t, h + " to " + t, t + " " + h, "in " + t + " " + h, "with " + h + " " + t]
+        if re.search(r"colou?r|mode|type|kind|style|level|speed|size|genre|category|priority|action|direction", h):
+            opts += [t, t, "in " + t, "on " + t] if re.search(r"colou?r|mode", h) else [t]
+        return opts
+    if k == "array":
+        return [h + " " + t, "with " + t, "for " + t, h + ": " + t]
+    if k == "bool":
+        return (["with " + h, h + " on", "and turn " + h + " on", h + ": yes", "with " + h + " enabled"]
+                if slot.value else ["without " + h, h + " off", "with " + h + " disabled", h + ": no", "no " + h])
+    return [h + " " + t]
+
+
+def command(ph, chosen, rng, question_ok=True):
+    """An imperative request for one call. chosen: [(param, slot)] in the
+    tool's order. Returns (text, protected texts). The text starts with a verb
+    (or a clause moved to the front) so frames can wrap it."""
+    tool = ph.tool
+    obj = rng.choice(ph.objects)
+    clauses, protected = [], []
+    n_numbers = sum(1 for p, _ in chosen if p.type in ("integer", "number"))
+    lead = None
+    onoff_slot = None
+    for p, s in chosen:
+        if ph.onoff is not None and p is ph.onoff:
+            onoff_slot = s
+    room = next(((p, s) for p, s in chosen if p.kind == "room" and not s.clause), None)
+    skip = set()
+    if onoff_slot is not None:
+        leads = ON_LEADS if onoff_slot.value else OFF_LEADS
+        lead = rng.choice(leads)
+        skip.add(ph.onoff.name)
+        noun = ph.noun
+        if room and rng.random() < 0.5:
+            obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + noun
+            protected.append(room[1].text)
+            skip.add(room[0].name)
+        lead = lead.replace("{obj}", obj) if "{obj}" in lead else lead + " " + obj
+    else:
+        verb = ph.verb_phrase(rng)
+        if room and rng.random() < 0.3:
+            obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + ph.noun
+            protected.append(room[1].text)
+            skip.add(room[0].name)
+        if ph.desc_phrase and rng.random() < 0.25:
+            verb, obj = ph.desc_phrase[0], ph.desc_phrase[1]
+            verb = rng.choice(VERB_SYNONYMS.get(verb, [verb]))
+        lead = verb + " " + obj
+        if ph.verb in QUESTION_VERBS and question_ok and rng.random() < 0.3:
+            lead = rng.choice(["what's " + obj, "what is " + obj, "how's " + obj, "tell me " + obj, "show " + obj])
+        elif rng.random() < 0.07:
+            lead = obj.split(" ", 1)[-1]  # telegraphic: "alarm at 7", "kitchen lights off"
+    tail = []
+    for p, s in chosen:
+        if p.name in skip or any(p.name in o.extra for _, o in chosen if o is not s):
+            continue
+        opts = clause_options(p, s, tool, n_numbers > 1)
+        if re.search(r"\b%s\b" % re.escape(p.human), lead):
+            opts = [o for o in opts if not o.startswith(p.human)] or opts
+        text = rng.choice(opts)
+        if s.text:
+            protected.append(s.text)
+        (tail if p.kind in ("message",) else clauses).append(text)
+    rng.shuffle(clauses)
+    parts = clauses + tail
+    body = lead
+    for i, c in enumerate(parts):
+        if c.startswith(": ") or c.startswith("- "):
+            body += c if c.startswith(":") else " " + c
+        elif i and rng.random() < 0.2 and not c.startswith(("and ", "with")):
+            body += rng.choice([", ", " and ", " with "]) + c if not c.startswith(("to ", "in ", "at ", "on ", "for ")) \
+                else ", " + c
+        else:
+            body += " " + c
+    if clauses and rng.random() < 0.12 and not lead.startswith(("what", "how", "tell", "show")):
+        first = clauses[0]
+        if " " + first in body and first.startswith(("in ", "at ", "on ", "for ", "to ", "every ", "tomorrow",
+                                                      "today", "this ", "next ")):
+            body = first[0].upper() + first[1:] + ", " + body.replace(" " + first, "", 1)
+    return body, protected
+
+
+LIGHT_PREFIXES = ["", "", "", "hey, ", "um, ", "ok, ", "hmm, ", "so ", "oh, ", "right, ", "quick question: "]
+QUESTION_START = re.compile(r"^(what|who|how|when|where|is|are|do|does|can|could|would|will|why|which)\b", re.I)
+
+
+def dress(text, rng, protected, indirect=True, chat=True, typos=True, light=False):
+    """light: the text is already a frame (a negation, a question, a fronted
+    clause): only light fillers go before it."""
+    r = rng.random()
+    light = light or bool(QUESTION_START.match(text)) or text[:1].isupper()
+    if indirect and not light and r < 0.22:
+        text = rng.choice(INDIRECT).replace("{vp}", text)
+    else:
+        text = rng.choice(LIGHT_PREFIXES if light else PREFIXES) + text + rng.choice(SUFFIXES)
+    if chat and rng.random() < 0.12:
+        text = rng.choice(CHAT_BEFORE) + " " + text[0].upper() + text[1:] if not starts_with_value(text, protected) \
+            else rng.choice(CHAT_BEFORE) + " " + text
+    if chat and rng.random() < 0.06:
+        text = text.rstrip() + (". " if text[-1:].isalnum() else " ") + rng.choice(CHAT_AFTER)
+    if typos and rng.random() < 0.15:
+        text = typo(text, rng, protected)
+    if rng.random() < 0.15:
+        text = lower_outside(text, protected)
+    elif rng.random() < 0.5 and text[:1].islower() and not starts_with_value(text, protected):
+        text = text[0].upper() + text[1:]
+    return text
+
+
+def starts_with_value(text, protected):
+    return any(v and text.startswith(v) for v in protected)
+
+
+def spans(text, protected):
+    out = []
+    for v in protected:
+        if not v:
+            continue
+        i = text.find(v)
+        if i >= 0:
+            out.append((i, i + len(v)))
+    return out
+
+
+def typo(text, rng, protected):
+    """One typo in a word of 4+ letters that is no part of a value."""
+    sp = spans(text, protected)
+    words = [m for m in re.finditer(r"[A-Za-z]{4,}", text)
+             if not any(a < m.end() and m.start() < b for a, b in sp)
+             and m.group(0).lower() not in ("dont", "never", "stop", "cancel", "mind", "actually")]
+    if not words:
+        return text
+    m = rng.choice(words)
+    w = m.group(0)
+    i = rng.randrange(1, len(w) - 1)
+    kind = rng.random()
+    if kind < 0.4:
+        w2 = w[:i] + w[i + 1] + w[i] + w[i + 2:]
+    elif kind < 0.7:
+        w2 = w[:i] + w[i + 1:]
+    else:
+        w2 = w[:i] + w[i] + w[i:]
+    return text[:m.start()] + w2 + text[m.end():]
+
+
+def lower_outside(text, protected):
+    sp = spans(text, protected)
+    return "".join(c if any(a <= i < b for a, b in sp) else c.lower() for i, c in enumerate(text))
+
+
+def negate(cmd, rng):
+    return rng.choice(NEGATIONS).replace("{vp}", cmd)
+
+
+def join_commands(cmds, rng):
+    text = cmds[0]
+    for c in cmds[1:]:
+        con = rng.choice(CONNECTORS)
+        if con.startswith("."):
+            c = c[0].upper() + c[1:] if c[:1].islower() else c
+        text += con + c
+    return text
+
+
+def human(name):
+    return humanize(name)
