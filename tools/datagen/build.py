@@ -112,7 +112,8 @@ class Generator:
         if not got:
             return None
         args, chosen = got
-        text, protected = command((phr or self.phr)[tool.name], chosen, rng, question_ok)
+        text, protected, light = command((phr or self.phr)[tool.name], chosen, rng, question_ok)
+        self.last_light = light
         needs_date = any(s.needs_date for _, s in chosen)
         return {"name": tool.name, "arguments": args}, text, protected, needs_date
 
@@ -151,7 +152,7 @@ class Generator:
         if not got:
             return None
         call, text, protected, nd = got
-        return dress(text, rng, protected), [call], nd, {}
+        return dress(text, rng, protected, light=self.last_light), [call], nd, {}
 
     def row_parallel(self, rng, values):
         n = 2 if rng.random() < 0.8 else 3
@@ -192,7 +193,7 @@ class Generator:
         art = "the " if p.kind == "room" and rng.random() < 0.5 else ""
         first_text = s0.text
         s0.text = first_text + joiner + art + other.text
-        text, protected = command(self.phr[tool.name], chosen, rng)
+        text, protected, _ = command(self.phr[tool.name], chosen, rng)
         protected += [first_text, other.text]
         a2 = dict(args)
         a2[p.name] = other.value
@@ -213,7 +214,7 @@ class Generator:
         _, text, protected, nd = got
         if rng.random() < 0.2:
             text = text.rstrip() + rng.choice(["?", " now", ""])
-        return dress(text, rng, protected), [], nd, {}
+        return dress(text, rng, protected, light=self.last_light), [], nd, {}
 
     def row_invalid(self, rng, values):
         cands = [(t, p) for t in self.tools for p in self.invalidable(t)]
@@ -224,7 +225,7 @@ class Generator:
         if not got:
             return None
         _, text, protected, nd = got
-        return dress(text, rng, protected), [], nd, {}
+        return dress(text, rng, protected, light=self.last_light), [], nd, {}
 
     def row_negation(self, rng, values):
         tool = rng.choice(self.tools)
@@ -232,7 +233,7 @@ class Generator:
         if not got:
             return None
         _, text, protected, nd = got
-        if text[:1].isupper():  # a fronted clause: "In the kitchen, turn ..." cannot follow "don't"
+        if self.last_light:  # "In the kitchen, turn ..." or "what's ..." cannot follow "don't"
             return None
         q = negate(text, rng)
         return dress(q, rng, protected, indirect=False, light=True), [], nd, {}
@@ -245,7 +246,7 @@ class Generator:
             if not got:
                 return None
             _, text, protected, nd = got
-            return dress(text, rng, protected), [], nd, {}
+            return dress(text, rng, protected, light=self.last_light), [], nd, {}
         if r < 0.8 and self.other_templates:
             q = offtopic.fill_other(rng.choice(self.other_templates), values, rng)
             return dress(q, rng, [], indirect=False), [], False, {}
@@ -260,6 +261,7 @@ class Generator:
         if not got:
             return None
         call, text, protected, nd = got
+        light = self.last_light
         turns = [self.result_turn(call, rng)]
         if rng.random() < 0.35:
             tool2 = rng.choice(self.tools)
@@ -271,7 +273,7 @@ class Generator:
                               "answers": [call2]})
                 turns.append(self.result_turn(call2, rng))
                 nd = nd or nd2
-        return dress(text, rng, protected), [call], nd, {"turns": turns}
+        return dress(text, rng, protected, light=light), [call], nd, {"turns": turns}
 
     def result_turn(self, call, rng):
         what = phrasing.human(call["name"])

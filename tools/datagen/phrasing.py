@@ -30,8 +30,11 @@ VERB_SYNONYMS = {
     "translate": ["translate"], "convert": ["convert"], "make": ["make", "create"], "write": ["write", "jot down"],
     "note": ["note", "jot down"], "remind": ["remind"], "start_timer": ["start"], "increase": ["increase", "raise"],
     "decrease": ["decrease", "lower"], "mute": ["mute", "silence"], "skip": ["skip"], "cast": ["cast", "stream"],
-    "adjust": ["adjust", "change", "set"], "take": ["take", "snap"], "request": ["request", "ask for"], "submit": ["submit", "send in"],
+    "adjust": ["adjust", "change", "set"], "control": ["control"], "take": ["take", "snap"], "request": ["request", "ask for"], "submit": ["submit", "send in"],
 }
+UNDOABLE = {"lock", "mute", "block", "pause", "hide", "pin", "archive", "follow", "plug", "link", "mask", "pair",
+            "mount", "freeze", "silence"}
+PREPOSITIONS = {"to", "from", "in", "into", "on", "onto", "for", "of", "with"}
 QUESTION_VERBS = {"get", "check", "show", "read", "list", "find", "search", "measure"}
 ONOFF_NAMES = re.compile(r"^(on|is on|enabled?|power|powered|active|state|turned on|switch|is enabled|activate)$")
 ON_LEADS = ["turn on", "switch on", "power on", "turn {obj} on", "switch {obj} on"]
@@ -107,7 +110,26 @@ class ToolPhrasing:
             self.verb = "use"
         if not self.objects:
             self.objects = ["the " + self.noun]
+        if self.desc_phrase and re.search(r"\b(some|given|specified|threshold|the user|a certain)\b", self.desc_phrase[1]):
+            self.desc_phrase = None
         self.onoff = next((p for p in tool.params if p.kind == "bool" and ONOFF_NAMES.match(p.human)), None)
+        # "locked" with lock_door: true -> "lock", false -> "unlock"
+        self.verb_bool = next((p for p in tool.params if p.kind == "bool" and self.verb in UNDOABLE and
+                               p.human in (self.verb + "ed", self.verb + "d", "is " + self.verb + "ed")), None)
+        # an enum naming the object ("door": front/back -> "the front door")
+        last = self.noun.split()[-1] if self.noun else ""
+        self.object_enum = next((p for p in tool.params if p.kind == "enum" and p.human == last), None)
+        # an enum of actions ("action": pause/resume/next) is the verb itself
+        self.action_enum = next((p for p in tool.params if p.kind == "enum" and p.required and
+                                 re.search(r"^(action|command|operation|op)$", p.human)), None)
+        # a form: several free-text fields (a contact, an expense, an event)
+        self.record_like = sum(1 for p in tool.params if p.type == "string" and not p.enum) >= 3
+        # add_to_playlist: "add X to (my) PLAYLIST"
+        self.prep = None
+        if len(obj_toks) >= 2 and obj_toks[0] in PREPOSITIONS:
+            self.prep = obj_toks[0]
+            self.noun = " ".join(obj_toks[1:])
+            self.objects = ["the " + self.noun]
 
     def verb_phrase(self, rng):
         return rng.choice(VERB_SYNONYMS.get(self.verb, [self.verb.replace("_", " ")]))
@@ -178,7 +200,8 @@ def clause_options(p, slot, tool, many_numbers):
         return [h + " " + t, h + " to " + t, h + ": " + t, "with " + h + " " + t] + (["to " + t] if not many_numbers else [])
     if k == "enum":
         opts = [h + " " + t, h + " to " + t, t + " " + h, "in " + t + " " + h, "with " + h + " " + t]
-        if re.search(r"colou?r|mode|type|kind|style|level|speed|size|genre|category|priority|action|direction", h):
+        if re.search(r"colou?r|mode|type|kind|style|level|speed|size|genre|category|priority|action|direction|"
+                     r"period|range|when|frequency|day|metric|activity|sport", h):
             opts += [t, t, "in " + t, "on " + t] if re.search(r"colou?r|mode", h) else [t]
         return opts
     if k == "array":
@@ -189,11 +212,36 @@ def clause_options(p, slot, tool, many_numbers):
     return [h + " " + t]
 
 
+def passage(ph, chosen, rng):
+    """A record to extract: labelled lines, a bare card, or one line, after or
+    before an instruction ("save this contact:")."""
+    items = [(p, s) for p, s in chosen if s.text and not s.clause and p.kind not in ("bool",)]
+    rest = [(p, s) for p, s in chosen if (p, s) not in items]
+    style = rng.random()
+    if style < 0.4:
+        lines = ["%s: %s" % (p.human.capitalize(), s.text) for p, s in items]
+    elif style < 0.7:
+        lines = [s.text for _, s in items]
+    else:
+        lines = ["%s %s" % (p.human, s.text) for p, s in items]
+    sep = rng.choice(["\n", "\n", ", ", " | ", "; "])
+    body = sep.join(lines)
+    extra = " ".join(rng.choice(clause_options(p, s, ph.tool, False)) for p, s in rest)
+    instr = ph.verb_phrase(rng) + " " + rng.choice(["this", "the following", "these details as"]) + " " + \
+        ph.noun + (" " + extra if extra else "")
+    text = instr + ":" + ("\n" if "\n" in sep else " ") + body if rng.random() < 0.6 else \
+        body + ("\n" if "\n" in sep else " - ") + instr
+    return text, [s.text for _, s in chosen if s.text]
+
+
 def command(ph, chosen, rng, question_ok=True):
     """An imperative request for one call. chosen: [(param, slot)] in the
     tool's order. Returns (text, protected texts). The text starts with a verb
     (or a clause moved to the front) so frames can wrap it."""
     tool = ph.tool
+    if ph.record_like and len(chosen) >= 3 and rng.random() < 0.4:
+        text, protected = passage(ph, chosen, rng)
+        return text, protected, True
     obj = rng.choice(ph.objects)
     clauses, protected = [], []
     n_numbers = sum(1 for p, _ in chosen if p.type in ("integer", "number"))
@@ -204,6 +252,27 @@ def command(ph, chosen, rng, question_ok=True):
             onoff_slot = s
     room = next(((p, s) for p, s in chosen if p.kind == "room" and not s.clause), None)
     skip = set()
+    light = False
+    oenum = next(((p, s) for p, s in chosen if ph.object_enum is not None and p is ph.object_enum), None)
+    if oenum and rng.random() < 0.85:
+        obj = "the " + oenum[1].text + " " + ph.noun
+        protected.append(oenum[1].text)
+        skip.add(oenum[0].name)
+    vb = next(((p, s) for p, s in chosen if ph.verb_bool is not None and p is ph.verb_bool), None)
+    direct = next(((p, s) for p, s in chosen if p.required and p.kind in ("media", "product")), None)
+    direct_text = None
+    if direct is not None:
+        kind_enum = next(((p, s) for p, s in chosen if p.kind == "enum" and
+                          re.search(r"^(type|kind|category|media type)$", p.human)), None)
+        direct_text = direct[1].text if rng.random() < 0.7 else '"' + direct[1].text + '"'
+        if kind_enum and rng.random() < 0.7:
+            direct_text = rng.choice(["the ", "a ", ""]) + kind_enum[1].text + " " + direct_text
+            protected.append(kind_enum[1].text)
+            direct_skip = {direct[0].name, kind_enum[0].name}
+        else:
+            direct_skip = {direct[0].name}
+        protected.append(direct[1].text)
+    act = next(((p, s) for p, s in chosen if ph.action_enum is not None and p is ph.action_enum), None)
     if onoff_slot is not None:
         leads = ON_LEADS if onoff_slot.value else OFF_LEADS
         lead = rng.choice(leads)
@@ -214,6 +283,20 @@ def command(ph, chosen, rng, question_ok=True):
             protected.append(room[1].text)
             skip.add(room[0].name)
         lead = lead.replace("{obj}", obj) if "{obj}" in lead else lead + " " + obj
+    elif vb is not None:
+        skip.add(vb[0].name)
+        verb = ph.verb_phrase(rng) if vb[1].value else "un" + ph.verb
+        lead = verb + " " + obj
+    elif act is not None:
+        skip.add(act[0].name)
+        v = act[1].text
+        protected.append(v)
+        lead = rng.choice([v, v + " the " + ph.noun, v + " " + ph.noun, ph.noun + " " + v, v + " it"])
+    elif ph.prep:
+        lead = ph.verb_phrase(rng)
+    elif direct is not None and rng.random() < 0.6:
+        lead = ph.verb_phrase(rng) + " " + direct_text
+        skip |= direct_skip
     else:
         verb = ph.verb_phrase(rng)
         if room and rng.random() < 0.3:
@@ -226,13 +309,23 @@ def command(ph, chosen, rng, question_ok=True):
         lead = verb + " " + obj
         if ph.verb in QUESTION_VERBS and question_ok and rng.random() < 0.3:
             lead = rng.choice(["what's " + obj, "what is " + obj, "how's " + obj, "tell me " + obj, "show " + obj])
-        elif rng.random() < 0.07:
+            light = True
+        elif rng.random() < 0.05:
             lead = obj.split(" ", 1)[-1]  # telegraphic: "alarm at 7", "kitchen lights off"
+            light = True
     tail = []
     for p, s in chosen:
         if p.name in skip or any(p.name in o.extra for _, o in chosen if o is not s):
             continue
         opts = clause_options(p, s, tool, n_numbers > 1)
+        if ph.prep and p.human == ph.noun:
+            opts = [ph.prep + " " + s.text, ph.prep + " my " + s.text + " " + ph.noun, ph.prep + " the " + ph.noun + " " +
+                    s.text, ph.prep + " the " + s.text + " " + ph.noun]
+            protected.append(s.text)
+            tail.append(rng.choice(opts))
+            continue
+        if ph.prep and p.kind == "media":
+            opts = [s.text, '"' + s.text + '"', "the " + p.human + " " + s.text]
         if re.search(r"\b%s\b" % re.escape(p.human), lead):
             opts = [o for o in opts if not o.startswith(p.human)] or opts
         text = rng.choice(opts)
@@ -240,7 +333,8 @@ def command(ph, chosen, rng, question_ok=True):
             protected.append(s.text)
         (tail if p.kind in ("message",) else clauses).append(text)
     rng.shuffle(clauses)
-    parts = clauses + tail
+    parts = clauses + sorted(tail, key=lambda c: not c.startswith(("to ", "into ", "on ", "in ")))[::-1] \
+        if ph.prep else clauses + tail
     body = lead
     for i, c in enumerate(parts):
         if c.startswith(": ") or c.startswith("- "):
@@ -255,7 +349,8 @@ def command(ph, chosen, rng, question_ok=True):
         if " " + first in body and first.startswith(("in ", "at ", "on ", "for ", "to ", "every ", "tomorrow",
                                                       "today", "this ", "next ")):
             body = first[0].upper() + first[1:] + ", " + body.replace(" " + first, "", 1)
-    return body, protected
+            light = True
+    return body, protected, light
 
 
 LIGHT_PREFIXES = ["", "", "", "hey, ", "um, ", "ok, ", "hmm, ", "so ", "oh, ", "right, ", "quick question: "]

@@ -28,12 +28,15 @@ STRING_KIND_WORDS = [
 ]
 # Number kinds by words (checked in order).
 NUMBER_KIND_WORDS = [
+    ("measure", r"\bml\b|millilit|\bkg\b|\bkm\b|\bbpm\b|beats|grams|litres|liters|meters|metres|miles|\bmg\b|"
+                r"ounces|\boz\b|kcal|calories|\bsteps\b|\blbs?\b|pounds|\bcm\b"),
     ("temperature", r"temp|degree|thermostat"),
     ("percent", r"percent|%|brightness|volume|level|opacity|humidity|battery"),
     ("duration", r"duration|minutes|seconds|hours|timer|\bfor how long|length|interval|secs|mins"),
     ("money", r"amount|price|cost|total|budget|fee|sum|dollars|euros"),
     ("count", r"count|number of|quantity|servings|people|guests|reps|steps|times|how many|size|qty"),
 ]
+MEDIA_TOOL = r"\bplay|music|song|playlist|podcast|track|album|radio|stream"
 TIME_PATTERN_PROBES = ("07:30", "7:30", "07:30:00")
 
 
@@ -143,13 +146,11 @@ def classify(p, tool):
         return "time"
     if re.search(r"\bdate\b|\bday\b|birthday", humanize(p.name)):
         return "date"
-    for kind, rx in STRING_KIND_WORDS:
-        if re.search(rx, humanize(p.name)):
-            return kind
-    for kind, rx in STRING_KIND_WORDS:
-        if re.search(rx, p.desc.lower()):
-            return kind
-    return "words"
+    kind = next((k for k, rx in STRING_KIND_WORDS if re.search(rx, humanize(p.name))), None) or \
+        next((k for k, rx in STRING_KIND_WORDS if re.search(rx, p.desc.lower())), "words")
+    if kind in ("query", "words", "title") and re.search(MEDIA_TOOL, (tool.name + " " + tool.desc).lower()):
+        return "media"  # "what to play": titles and artists, not web searches
+    return kind
 
 
 def is_time_pattern(pattern):

@@ -88,6 +88,7 @@ DAYPART = [(0, 5, "at night"), (5, 12, "in the morning"), (12, 18, "in the after
            (22, 24, "at night")]
 # Unit enum values -> ways people write them after a number.
 UNIT_SPELLINGS = {
+    "ml": [" ml", "ml", " millilitres", " milliliters", " mL"], "bpm": [" bpm", " beats per minute", "bpm"],
     "celsius": ["°C", "C", " degrees celsius", " degrees C", "ºC", " celsius"],
     "fahrenheit": ["°F", "F", " degrees fahrenheit", " degrees F", " fahrenheit"],
     "kelvin": [" kelvin", "K"],
@@ -96,8 +97,16 @@ UNIT_SPELLINGS = {
     "kilometers": [" km", " kilometers"], "meters": [" meters", " m"], "kg": [" kg", " kilos"],
     "lbs": [" lbs", " pounds"], "pounds": [" pounds", " lbs"], "grams": [" grams", " g"], "g": [" g", " grams"],
     "ml": [" ml", " millilitres"], "oz": [" oz", " ounces"], "percent": ["%", " percent"],
-    "steps": [" steps"], "bpm": [" bpm"], "kcal": [" kcal", " calories"], "calories": [" calories", " kcal"],
+    "steps": [" steps"], "kcal": [" kcal", " calories"], "calories": [" calories", " kcal"],
 }
+MEASURE_UNITS = [(r"\bml\b|millilit", "ml"), (r"bpm|beats", "bpm"), (r"\bsteps\b", "steps"), (r"kcal|calories", "kcal"),
+                 (r"\bkg\b|kilo", "kg"), (r"\bkm\b|kilomet", "km"), (r"miles", "miles"), (r"grams", "grams"),
+                 (r"\blbs?\b|pounds", "lbs"), (r"meters|metres", "meters"), (r"ounces|\boz\b", "oz")]
+CURRENCY_SPELLINGS = {"USD": ["${n}", "{n} dollars", "{n} USD", "US${n}"], "EUR": ["€{n}", "{n} euros", "{n} EUR", "{n}€"],
+                      "GBP": ["£{n}", "{n} pounds", "{n} GBP"], "JPY": ["¥{n}", "{n} yen", "{n} JPY"],
+                      "CAD": ["CA${n}", "{n} Canadian dollars", "{n} CAD"], "INR": ["₹{n}", "{n} rupees", "{n} INR"],
+                      "CHF": ["CHF {n}", "{n} Swiss francs"], "AUD": ["A${n}", "{n} AUD", "{n} Australian dollars"],
+                      "MXN": ["{n} pesos", "{n} MXN"], "CNY": ["{n} yuan", "{n} CNY"], "KRW": ["{n} won", "₩{n}"]}
 # Enum families: values of the same family that a schema may leave out (for invalid requests).
 ENUM_FAMILIES = [
     COLORS,
@@ -118,6 +127,9 @@ GENERIC_INVALID_WORDS = ["banana", "turbo", "maximum overdrive", "purple-ish", "
                          "ultra", "whatever", "rainbow", "party", "super", "infinite"]
 
 
+_FAKERS = {}
+
+
 def bucket_of(value):
     h = hashlib.sha1(str(value).strip().lower().encode("utf-8")).digest()
     return SPLIT_OF_BUCKET[h[0] % 10]
@@ -129,7 +141,7 @@ def number_words(v):
 
 
 def fmt_num(v):
-    return str(int(v)) if float(v).is_integer() else ("%g" % v)
+    return str(int(v)) if float(v).is_integer() else ("%.2f" % v).rstrip("0").rstrip(".")
 
 
 class Slot:
@@ -144,7 +156,7 @@ class Slot:
 class Values:
     def __init__(self, rng, split, today):
         self.rng, self.split, self.today = rng, split, today
-        self._fakers = {}
+        self._fakers = _FAKERS  # shared: building a Faker is slow; each use reseeds it
 
     # -- helpers -------------------------------------------------------------
     def faker(self, locale):
@@ -257,11 +269,17 @@ class Values:
                 return self.rng.choice(EVENTS + ["team lunch", "quarterly review", "pay rent", "vet appointment",
                                                  "call the bank", "water the plants", "renew passport"]) + \
                     self.rng.choice(["", " with " + self._call(self.locale(), "first"), " at " + self.business()])
-            return self._call(self.locale(), "word").capitalize() + " " + self.rng.choice(NOUNS)
+            return self._call("en_US", "word").capitalize() + " " + self.rng.choice(NOUNS)
         return self.fresh(make)
 
     def media(self):
-        return self.title()
+        r = self.rng.random()
+        if r < 0.55:
+            return self.title()
+        if r < 0.85:
+            return self.artist()
+        return self.fresh(lambda: self.rng.choice(ADJECTIVES) + " " + self.rng.choice(["vibes", "mix", "hits", "classics",
+                                                                                       "session", "beats", "anthems"]))
 
     def artist(self):
         def make():
@@ -326,10 +344,15 @@ class Values:
 
     # -- numbers -------------------------------------------------------------
     def number_in(self, p, lo, hi, decimals=False):
-        if p.minimum is not None:
-            lo = p.minimum + (1 if p.exclusive[0] else 0)
-        if p.maximum is not None:
-            hi = p.maximum - (1 if p.exclusive[1] else 0)
+        """Typical values [lo, hi] clipped to the schema's range (a quarter of
+        the time anywhere in the schema's range)."""
+        smin = p.minimum + (1 if p.exclusive[0] else 0) if p.minimum is not None else None
+        smax = p.maximum - (1 if p.exclusive[1] else 0) if p.maximum is not None else None
+        wide = self.rng.random() < 0.25
+        if smin is not None:
+            lo = smin if wide or lo < smin or (smax is not None and lo > smax) else lo
+        if smax is not None:
+            hi = smax if wide or hi > smax or hi < lo else hi
         if lo > hi:
             lo, hi = hi, lo
         lo_i, hi_i = int(-(-lo // 1)), int(hi // 1)
@@ -383,14 +406,24 @@ class Values:
             return Slot(text, v)
         if kind == "duration":
             return self.duration_slot(p, tool, unit_param)
+        if kind == "measure":
+            return self.measure_slot(p)
         if kind == "money":
             v = self.number_in(p, 1, 500)
+            cur = self.currency_sibling(tool)
             if p.type == "number" and self.rng.random() < 0.3:
                 v = round(v + self.rng.choice([0.5, 0.25, 0.99, 0.1]), 2)
                 if p.maximum is not None and v > p.maximum:
                     v = float(int(v))
             r = self.rng.random()
             s = fmt_num(v) if not float(v).is_integer() else str(int(v))
+            if cur is not None:
+                codes = [c for c in cur.enum if c in CURRENCY_SPELLINGS]
+                if codes and self.rng.random() < 0.7:
+                    code = self.rng.choice(codes)
+                    return Slot(self.rng.choice(CURRENCY_SPELLINGS[code]).replace("{n}", s),
+                                int(v) if p.type == "integer" else v, {cur.name: code})
+                return Slot(s, int(v) if p.type == "integer" else v)  # "$" would say USD
             text = "$" + s if r < 0.4 else (s + " dollars" if r < 0.6 else (
                 self.spell_number(v) + (" bucks" if r < 0.7 else " dollars") if float(v).is_integer() else s))
             return Slot(text, int(v) if p.type == "integer" else v)
@@ -400,6 +433,21 @@ class Values:
             return Slot(self.spell_number(v) + self.rng.choice(UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
         v = self.number_in(p, 1, 20 if kind == "count" else 500)
         return Slot(self.spell_number(v), v)
+
+    def measure_slot(self, p):
+        w = p.words
+        unit = next((u for rx, u in MEASURE_UNITS if re.search(rx, w)), None)
+        lo, hi = {"ml": (100, 1500), "bpm": (90, 190), "steps": (1000, 20000), "kcal": (100, 900)}.get(unit, (1, 100))
+        v = self.number_in(p, lo, hi)
+        specials = {("ml", 1000): ["a litre", "one liter", "1 L", "1000ml"], ("ml", 500): ["half a litre", "0.5 l"],
+                    ("ml", 1500): ["1.5 litres", "one and a half liters"], ("ml", 250): ["a quarter litre", "250 ml"],
+                    ("ml", 2000): ["two litres", "2 liters"], ("ml", 750): ["0.75 litres", "750 millilitres"]}
+        keys = [k for k in specials if k[0] == unit and self._in_range(p, k[1])]
+        if keys and self.rng.random() < 0.3:
+            k = self.rng.choice(keys)
+            return Slot(self.rng.choice(specials[k]), k[1])
+        sp = UNIT_SPELLINGS.get(unit, [""]) if unit else [""]
+        return Slot(self.spell_number(v) + self.rng.choice(sp), v)
 
     def duration_slot(self, p, tool, unit_param):
         words = p.words
@@ -423,6 +471,12 @@ class Values:
                 return Slot(self.spell_number(v) + self.rng.choice(UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
         sp = UNIT_SPELLINGS[base]
         return Slot(self.spell_number(v) + (self.rng.choice(sp) if self.rng.random() < 0.9 else ""), v)
+
+    def currency_sibling(self, tool):
+        if tool is None:
+            return None
+        return next((q for q in tool.params if q.kind == "enum" and all(isinstance(c, str) for c in q.enum) and
+                     sum(c in CURRENCY_SPELLINGS for c in q.enum) >= 2), None)
 
     def _in_range(self, p, v):
         return (p.minimum is None or v >= p.minimum) and (p.maximum is None or v <= p.maximum)
@@ -600,11 +654,14 @@ class Values:
         k = p.kind
         if k == "enum":
             v = self.rng.choice(p.enum)
-            return Slot(str(v) if not isinstance(v, str) else v, v)
+            text = str(v) if not isinstance(v, str) else v
+            if "_" in text and self.rng.random() < 0.75:
+                text = text.replace("_", " ")  # people say "heart rate", not "heart_rate"
+            return Slot(text, v)
         if k == "bool":
             v = self.rng.random() < 0.5
             return Slot("", v)
-        if k in ("temperature", "percent", "duration", "money", "count", "number"):
+        if k in ("temperature", "percent", "duration", "money", "count", "number", "measure"):
             return self.number_slot(p, tool)
         if k == "time":
             return self.time_slot(p)
@@ -640,8 +697,8 @@ class Values:
                                                                                 "on Saturdays and Sundays"]))
             days = sorted(self.rng.sample(WEEKDAYS, self.rng.randint(1, 3)), key=WEEKDAYS.index)
             plural = self.rng.random() < 0.5
-            said = [d + "s" if plural else d for d in days]
-            return Slot(join_list(said, self.rng), days, clause=("every " if not plural else "on ") + join_list(said, self.rng))
+            said = join_list([d + "s" if plural else d for d in days], self.rng)
+            return Slot(said, days, clause=("every " if not plural else "on ") + said)
         n = self.rng.randint(max(1, lo), max(lo, hi, 1))
         if it.kind == "enum":
             n = min(n, len(it.enum))
