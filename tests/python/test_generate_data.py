@@ -468,3 +468,35 @@ def test_needle_generate_data_command(tmp_path):
     res = subprocess.run([NEEDLE, "generate-data", "--tools", "x.json", "--out", str(tmp_path / "h")],
                          capture_output=True, text=True, env=env, timeout=60)
     assert res.returncode == 1 and "nope.py not found" in res.stderr
+
+
+ODD_TOOLS = [
+    {"name": "ping", "description": "Check that the hub is online"},
+    {"name": "set_scene", "description": "Activate a lighting scene",
+     "parameters": {"type": "object", "properties": {
+         "scene": {"type": "integer", "enum": [1, 2, 3, 4]},
+         "fade": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 10}, {"type": "null"}]},
+         "target": {"type": "object", "properties": {"room": {"type": "string"}, "level": {"type": "integer",
+                    "minimum": 1, "maximum": 5}}, "required": ["room"]}},
+         "required": ["scene", "target"]}},
+    {"name": "add_items", "description": "Add items to the shopping list",
+     "parameters": {"type": "object", "properties": {
+         "items": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+         "store": {"type": ["string", "null"]}, "quantity": {"type": "number"}},
+         "required": ["items"]}},
+]
+
+
+def test_odd_schemas_still_give_valid_rows(tmp_path):
+    """No parameters, integer enums, anyOf, nested objects, type lists, unbounded numbers."""
+    tools = tmp_path / "odd.json"
+    tools.write_text(json.dumps({"tools": [{"type": "function", "function": t} for t in ODD_TOOLS]}))
+    run_gen(tmp_path / "o", tools, "--examples", 150, "--seed", 9)
+    rows = [r for rs in read_rows(tmp_path / "o").values() for r in rs]
+    schemas = {t["name"]: t.get("parameters", {"type": "object", "properties": {}}) for t in ODD_TOOLS}
+    called = set()
+    for r in rows:
+        for c in r["answers"]:
+            jsonschema.validate(c["arguments"], schemas[c["name"]])
+            called.add(c["name"])
+    assert called == {"ping", "set_scene", "add_items"}

@@ -84,15 +84,13 @@ class Generator:
             else:
                 s = values.sample(p, tool)
                 if s is not None and invalid is not None and invalid.name in s.extra:
-                    s = values.sample(p, None)  # the invalid value must be the one said
+                    s = values.plain_number(p)  # the invalid value must be the one said
             if s is None:
                 if p.required and p.name not in drop:
                     return None
                 continue
             if any(k in args or k in drop for k in s.extra):
-                s.extra = {}  # the unit was already said (or must stay unsaid): plain number
-                if p.kind == "temperature" or p.kind == "duration":
-                    s = values.sample(p, None)
+                s = values.plain_number(p)  # the unit was already said (or must stay unsaid): a plain number
             chosen.append((p, s))
             args[p.name] = s.value
             for k, v in s.extra.items():

@@ -143,6 +143,10 @@ def clause_options(p, slot, tool, many_numbers):
     if k == "room":
         the = "" if "'s " in t else "the "
         return ["in " + the + t, "in " + the + t, "for " + the + t, h + " " + t if h != "room" else "in " + the + t]
+    if k == "language":
+        return ["into " + t, "to " + t, "in " + t, h + " " + t]
+    if k == "city":
+        return ["in " + t, "for " + t, h + " " + t]
     if k == "place":
         if re.search(r"dest|^to\b|arriv", h):
             return ["to " + t, "going to " + t]
@@ -339,8 +343,8 @@ def command(ph, chosen, rng, question_ok=True):
     for i, c in enumerate(parts):
         if c.startswith(": ") or c.startswith("- "):
             body += c if c.startswith(":") else " " + c
-        elif i and rng.random() < 0.2 and not c.startswith(("and ", "with")):
-            body += rng.choice([", ", " and ", " with "]) + c if not c.startswith(("to ", "in ", "at ", "on ", "for ")) \
+        elif i and i < len(clauses) and rng.random() < 0.2 and not c.startswith(("and ", "with")):
+            body += rng.choice([", ", " and "]) + c if not c.startswith(("to ", "in ", "at ", "on ", "for ")) \
                 else ", " + c
         else:
             body += " " + c

@@ -14,6 +14,8 @@ STRING_KIND_WORDS = [
     ("email", r"e-?mail"),
     ("url", r"\burl\b|link|website|uri\b"),
     ("room", r"\broom|zone\b|area\b"),
+    ("language", r"language|\blang\b|locale"),
+    ("city", r"\bcity\b|\btown\b"),
     ("message", r"message|\btext\b|body|content|note|comment|reply|caption|memo|remark|notes"),
     ("artist", r"artist|singer|band|composer|author|performer"),
     ("media", r"song|track|album|playlist|podcast|episode|show|movie|film|station|audiobook|book|video"),
@@ -86,6 +88,11 @@ def load_tools(path):
 
 class Param:
     def __init__(self, name, schema, required, tool):
+        alts = schema.get("anyOf") or schema.get("oneOf")
+        if "type" not in schema and "enum" not in schema and isinstance(alts, list):
+            # {"anyOf": [{"type": "string", ...}, {"type": "null"}]}: sample the first real alternative
+            alt = next((a for a in alts if isinstance(a, dict) and a.get("type") != "null"), {})
+            schema = dict(alt, **{k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")})
         self.name, self.schema, self.required = name, schema, required
         self.human = humanize(name)
         self.desc = (schema.get("description") or "").strip()
@@ -124,6 +131,8 @@ def classify(p, tool):
     if p.type in ("integer", "number"):
         for kind, rx in NUMBER_KIND_WORDS:
             if re.search(rx, words):
+                if kind == "percent" and p.maximum is not None and p.maximum < 100 and "percent" not in words:
+                    return "number"  # "level" 1-5 is a level, not a percentage
                 return kind
         return "number"
     if p.type == "array":

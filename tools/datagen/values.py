@@ -130,6 +130,17 @@ GENERIC_INVALID_WORDS = ["banana", "turbo", "maximum overdrive", "purple-ish", "
 _FAKERS = {}
 
 
+def _one_line(v):
+    return re.sub(r"\s*\n\s*", ", ", str(v)).strip()
+
+
+LANGUAGES = ["French", "Spanish", "German", "Japanese", "Korean", "Mandarin", "Cantonese", "Swahili", "Yoruba",
+             "Hindi", "Bengali", "Portuguese", "Italian", "Dutch", "Polish", "Turkish", "Arabic", "Hebrew", "Greek",
+             "Vietnamese", "Thai", "Indonesian", "Tagalog", "Ukrainian", "Russian", "Czech", "Swedish", "Finnish",
+             "Norwegian", "Danish", "Hungarian", "Romanian", "Zulu", "Amharic", "Persian", "Urdu", "Tamil", "Welsh",
+             "Irish", "Catalan", "Basque", "Icelandic", "Malay", "Punjabi", "Hausa", "Igbo", "Somali", "Nepali"]
+
+
 def bucket_of(value):
     h = hashlib.sha1(str(value).strip().lower().encode("utf-8")).digest()
     return SPLIT_OF_BUCKET[h[0] % 10]
@@ -183,7 +194,7 @@ class Values:
             f = self.faker(locale)
             if what == "first" and locale in ("ja_JP", "zh_CN") and self.rng.random() < 0.5:
                 return f.first_romanized_name()
-            return str({"first": f.first_name, "last": f.last_name, "city": f.city, "company": f.company,
+            return _one_line({"first": f.first_name, "last": f.last_name, "city": f.city, "company": f.company,
                         "street": f.street_address, "country": f.country, "phone": f.phone_number,
                         "word": f.word}[what]())
         except (AttributeError, KeyError, ValueError):
@@ -374,6 +385,12 @@ class Values:
             return fmt_num(v)
         w = number_words(v)
         return w.replace("-", " ") if r < 0.72 else w
+
+    def plain_number(self, p):
+        """A number said without units or symbols (when a sibling's value must not be implied)."""
+        lo, hi = {"temperature": (16, 30), "percent": (1, 100), "duration": (1, 90), "money": (1, 500)}.get(p.kind, (1, 100))
+        v = self.number_in(p, lo, hi)
+        return Slot(self.spell_number(v), v)
 
     def number_slot(self, p, tool):
         kind = p.kind
@@ -675,13 +692,34 @@ class Values:
         if k == "array":
             return self.array_slot(p, tool)
         if k == "object":
-            return None
+            return self.object_slot(p, tool)
         maker = {"person": self.person, "place": self.place, "address": self.address, "room": self.room,
                  "business": self.business, "product": self.product, "title": self.title, "media": self.media,
                  "artist": self.artist, "message": self.message, "query": self.query_text, "email": self.email,
-                 "phone": self.phone, "url": self.url, "words": self.words}[k]
+                 "phone": self.phone, "url": self.url, "words": self.words, "city": self.city,
+                 "language": lambda: self.fresh(lambda: self.rng.choice(LANGUAGES))}[k]
         v = maker()
         return Slot(v, v)
+
+    def object_slot(self, p, tool):
+        """A nested object: its required fields and some optional ones, said as "field value" pairs."""
+        parts, value = [], {}
+        for c in p.children:
+            if not (c.required or self.rng.random() < 0.4):
+                continue
+            s = self.sample(c, None)
+            if s is None or (c.kind == "bool" and not s.text):
+                if c.required and c.kind != "bool":
+                    return None
+                if c.kind == "bool" and c.required:
+                    s = Slot("yes" if s.value else "no", s.value)
+                else:
+                    continue
+            value[c.name] = s.value
+            parts.append(s.clause or (c.human + " " + s.text))
+        if not value:
+            return None
+        return Slot(join_list(parts, self.rng), value, needs_date=False)
 
     def array_slot(self, p, tool):
         it = p.items
