@@ -127,11 +127,15 @@ def times_said(q):
                 add(11, 45, m.group(3))
         else:
             add(h, 30 if kind == "half past" else 15, m.group(3))
-    for m in re.finditer(r"\b(%s)\s*(?:o'clock\s*)?(%s)?" % (words, words) + part_rx, q):
+    for m in re.finditer(r"(?=\b(%s)[ ]*(?:o'clock[ ]*)?(%s)?" % (words, words) + part_rx + ")", q):  # overlapping
         h = WORD_NUM[m.group(1)]
         mi = WORD_NUM.get(m.group(2) or "", 0)
         if 1 <= h <= 12:
             add(h, mi, m.group(3))
+    if "quarter to noon" in q:
+        out.add("11:45")
+    if "quarter to midnight" in q:
+        out.add("23:45")
     if "noon" in q or "midday" in q:
         out.add("12:00")
     if "midnight" in q:
@@ -175,7 +179,7 @@ def dates_said(q, today):
     return out
 
 
-NUMBER_WORDS = [(n, num2words(n)) for n in range(0, 400)]
+NUMBER_WORDS = [(n, num2words(n)) for n in range(0, 1000)]
 NUMBER_WORDS = [(n, w, w.replace("-", " ")) for n, w in NUMBER_WORDS]
 
 
@@ -192,10 +196,14 @@ def numbers_said(q):
     conv = {"half an hour": 30, "a quarter of an hour": 15, "an hour": 60, "one hour": 60, "an hour and a half": 90,
             "three quarters of an hour": 45, "two hours": 120, "three hours": 180, "a day": 24, "half a minute": 30,
             "a minute": 60, "one minute": 60, "a minute and a half": 90, "two minutes": 120, "three minutes": 180,
-            "five minutes": 300}
+            "five minutes": 300, "a litre": 1000, "one liter": 1000, "1 l": 1000, "half a litre": 500, "0.5 l": 500,
+            "1.5 litres": 1500, "one and a half liters": 1500, "a quarter litre": 250, "two litres": 2000,
+            "2 liters": 2000, "0.75 litres": 750}
     for k, v in conv.items():
         if k in ql:
             out.add(float(v))
+    for m in re.finditer(r"(\d+) min", ql):  # "5 minutes" for a parameter in seconds
+        out.add(float(int(m.group(1)) * 60))
     return out
 
 
@@ -288,6 +296,9 @@ def value_is_said(v, q, today, pschema):
                 or (days == WEEKDAYS[5:] and "weekend" in ql)
         items = pschema.get("items", {}) if pschema else {}
         return all(value_is_said(x, q, today, items) for x in v)
+    if isinstance(v, dict):
+        props = (pschema or {}).get("properties", {})
+        return all(value_is_said(x, q, today, props.get(k)) for k, x in v.items())
     ql = q.lower()
     if v.lower() in ql or v.lower().replace("_", " ") in ql:
         return True
@@ -297,7 +308,8 @@ def value_is_said(v, q, today, pschema):
         return v in dates_said(q, today)
     unit_words = {"fahrenheit": r"\d\s*°?F\b|degrees F\b|fahrenheit", "celsius": r"\d\s*[°º]?C\b|degrees C\b|celsius",
                   "USD": r"\$|dollars|USD", "EUR": r"€|euros|EUR", "GBP": r"£|pounds|GBP", "JPY": r"¥|yen|JPY",
-                  "CAD": r"CA\$|Canadian|CAD"}
+                  "CAD": r"CA\$|Canadian|CAD", "INR": r"₹|rupees|INR", "MXN": r"pesos|MXN", "CHF": r"CHF|francs",
+                  "AUD": r"A\$|AUD|Australian", "CNY": r"yuan|CNY", "KRW": r"won|₩"}
     if v in unit_words:
         return bool(re.search(unit_words[v], q))
     return False

@@ -234,7 +234,8 @@ class Generator:
         if self.last_light:  # "In the kitchen, turn ..." or "what's ..." cannot follow "don't"
             return None
         q = negate(text, rng)
-        return dress(q, rng, protected, indirect=False, light=True), [], nd, {}
+        # no typos here: a misspelt "don't" would leave a request that reads as a command
+        return dress(q, rng, protected, indirect=False, light=True, typos=False), [], nd, {}
 
     def row_irrelevant(self, rng, values):
         r = rng.random()

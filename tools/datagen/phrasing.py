@@ -99,6 +99,8 @@ class ToolPhrasing:
             self.objects.append(("the " if self.verb != "create" else "a ") + self.noun)
             self.objects.append(("my " if self.verb in QUESTION_VERBS else "the ") + self.noun)
         d = split_description(tool.desc)
+        if d and re.search(r"\b(some|given|specified|threshold|the user|a certain)\b", d[1]):
+            d = None  # "log water the user drank" is a description, not a request
         self.desc_phrase = None
         if d:
             self.desc_phrase = d
@@ -135,11 +137,32 @@ class ToolPhrasing:
         return rng.choice(VERB_SYNONYMS.get(self.verb, [self.verb.replace("_", " ")]))
 
 
+UNIT_WORDS = {"ml", "minutes", "mins", "min", "seconds", "secs", "sec", "hours", "hrs", "bpm", "kg", "km", "lbs", "pct",
+              "percent", "usd", "eur", "c", "f", "celsius", "fahrenheit", "ms", "cm", "mm", "m", "g", "in", "s"}
+# Names that say nothing about the value: never "query Blue Train", "value 5".
+BLAND_NAMES = {"query", "q", "text", "value", "input", "data", "content", "item", "arg", "param", "string", "body",
+               "time", "date", "when", "name", "term", "keyword", "keywords", "search", "prompt"}
+
+
+def spoken_name(p):
+    """The parameter's name as said before a value: "amount_ml" -> "amount" (the unit is in the value)."""
+    words = p.human.split()
+    kept = [w for w in words if w not in UNIT_WORDS]
+    return " ".join(kept) if kept else p.human
+
+
 def clause_options(p, slot, tool, many_numbers):
-    t, h = slot.text, p.human
+    t, h = slot.text, spoken_name(p)
     k = p.kind
     if slot.clause:
         return [slot.clause]
+    opts = _clause_options(p, slot, tool, many_numbers, t, h, k)
+    if p.human in BLAND_NAMES or h in BLAND_NAMES or all(w in UNIT_WORDS for w in p.human.split()):
+        opts = [o for o in opts if not re.match(r"^(with |the |in |set to |for )?(%s)\b" % re.escape(h), o)] or [t]
+    return opts
+
+
+def _clause_options(p, slot, tool, many_numbers, t, h, k):
     if k == "room":
         the = "" if "'s " in t else "the "
         return ["in " + the + t, "in " + the + t, "for " + the + t, h + " " + t if h != "room" else "in " + the + t]
@@ -307,14 +330,14 @@ def command(ph, chosen, rng, question_ok=True):
             obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + ph.noun
             protected.append(room[1].text)
             skip.add(room[0].name)
-        if ph.desc_phrase and rng.random() < 0.25:
+        if ph.desc_phrase and rng.random() < 0.25 and not skip:  # (skip: a value already lives in obj)
             verb, obj = ph.desc_phrase[0], ph.desc_phrase[1]
             verb = rng.choice(VERB_SYNONYMS.get(verb, [verb]))
         lead = verb + " " + obj
         if ph.verb in QUESTION_VERBS and question_ok and rng.random() < 0.3:
             lead = rng.choice(["what's " + obj, "what is " + obj, "how's " + obj, "tell me " + obj, "show " + obj])
             light = True
-        elif rng.random() < 0.05:
+        elif rng.random() < 0.05 and obj.startswith(("the ", "a ", "an ", "my ")):
             lead = obj.split(" ", 1)[-1]  # telegraphic: "alarm at 7", "kitchen lights off"
             light = True
     tail = []
@@ -390,10 +413,11 @@ def starts_with_value(text, protected):
 
 def spans(text, protected):
     out = []
+    low = text.lower()
     for v in protected:
         if not v:
             continue
-        i = text.find(v)
+        i = low.find(v.lower())
         if i >= 0:
             out.append((i, i + len(v)))
     return out

@@ -381,10 +381,16 @@ class Values:
         r = self.rng.random()
         if float(v).is_integer():
             v = int(v)
-        if r < 0.62 or abs(v) > 10000:
+        if r < 0.62 or abs(v) > 999 or not float(v).is_integer() and abs(v) > 99:
             return fmt_num(v)
         w = number_words(v)
         return w.replace("-", " ") if r < 0.72 else w
+
+    def with_unit(self, text, spellings):
+        """A unit after a number: "68F" after digits, but "sixty-eight degrees F", never "sixty-eightF"."""
+        if not text[-1:].isdigit():
+            spellings = [u for u in spellings if u.startswith(" ")] or [""]
+        return self.rng.choice(spellings)
 
     def plain_number(self, p):
         """A number said without units or symbols (when a sibling's value must not be implied)."""
@@ -447,7 +453,8 @@ class Values:
         if unit_param and self.rng.random() < 0.6:
             unit = self.rng.choice([u for u in unit_param.enum if u in UNIT_SPELLINGS])
             v = self.number_in(p, 1, 60)
-            return Slot(self.spell_number(v) + self.rng.choice(UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
+            text = self.spell_number(v)
+            return Slot(text + self.with_unit(text, UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
         v = self.number_in(p, 1, 20 if kind == "count" else 500)
         return Slot(self.spell_number(v), v)
 
@@ -464,7 +471,8 @@ class Values:
             k = self.rng.choice(keys)
             return Slot(self.rng.choice(specials[k]), k[1])
         sp = UNIT_SPELLINGS.get(unit, [""]) if unit else [""]
-        return Slot(self.spell_number(v) + self.rng.choice(sp), v)
+        text = self.spell_number(v)
+        return Slot(text + self.with_unit(text, sp), v)
 
     def duration_slot(self, p, tool, unit_param):
         words = p.words
@@ -485,9 +493,11 @@ class Values:
         if unit_param is not None and self.rng.random() < 0.6:
             unit = self.rng.choice([u for u in unit_param.enum if u in UNIT_SPELLINGS] or [None])
             if unit:
-                return Slot(self.spell_number(v) + self.rng.choice(UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
+                text = self.spell_number(v)
+                return Slot(text + self.with_unit(text, UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
         sp = UNIT_SPELLINGS[base]
-        return Slot(self.spell_number(v) + (self.rng.choice(sp) if self.rng.random() < 0.9 else ""), v)
+        text = self.spell_number(v)
+        return Slot(text + (self.with_unit(text, sp) if self.rng.random() < 0.9 else ""), v)
 
     def currency_sibling(self, tool):
         if tool is None:
@@ -543,7 +553,10 @@ class Values:
         if m == 45:
             n12 = (h + 1) % 12 or 12
             npart = next(w for lo, hi, w in DAYPART if lo <= (h + 1) % 24 < hi)
-            opts += ["quarter to %s %s" % (num2words(n12), npart), "a quarter to %d %s" % (n12, npart)]
+            if (h + 1) % 12 == 0:
+                opts += ["quarter to " + ("noon" if h == 11 else "midnight")]
+            else:
+                opts += ["quarter to %s %s" % (num2words(n12), npart), "a quarter to %d %s" % (n12, npart)]
         if m and m % 5 == 0 and m != 30:
             opts += ["%s %s %s" % (num2words(h12), num2words(m).replace("-", " "), ampm)]
         if 5 <= h <= 11 and not plain and m:
@@ -727,12 +740,12 @@ class Values:
         hi = min(p.schema.get("maxItems", 3), 4)
         if it.kind == "enum" and set(it.enum) >= set(WEEKDAYS):
             r = self.rng.random()
-            if r < 0.15:
-                return Slot("weekdays", WEEKDAYS[:5], clause=self.rng.choice(["on weekdays", "every weekday",
-                                                                                "Monday to Friday"]))
             if r < 0.25:
-                return Slot("weekends", WEEKDAYS[5:], clause=self.rng.choice(["on weekends", "every weekend",
-                                                                                "on Saturdays and Sundays"]))
+                days, said = (WEEKDAYS[:5], ["on weekdays", "every weekday", "Monday to Friday"]) if r < 0.15 else \
+                    (WEEKDAYS[5:], ["on weekends", "every weekend", "on Saturdays and Sundays"])
+                clause = self.rng.choice(said)
+                return Slot(clause.split(" ", 1)[1] if clause.startswith(("on ", "every ")) else clause, days,
+                            clause=clause)
             days = sorted(self.rng.sample(WEEKDAYS, self.rng.randint(1, 3)), key=WEEKDAYS.index)
             plural = self.rng.random() < 0.5
             said = join_list([d + "s" if plural else d for d in days], self.rng)
