@@ -512,3 +512,48 @@ def test_odd_schemas_still_give_valid_rows(tmp_path):
             jsonschema.validate(c["arguments"], schemas[c["name"]])
             called.add(c["name"])
     assert called == {"ping", "set_scene", "add_items"}
+
+
+@pytest.mark.parametrize("example", ["home", "media", "records", "wearable"])
+def test_example_tool_sets(tmp_path, example):
+    """The examples/ tool sets: valid answers, values said, no-call rows empty."""
+    tools = os.path.join(ROOT, "examples", example, "tools.json")
+    run_gen(tmp_path, tools, "--examples", 200, "--seed", 17)
+    rows = read_rows(tmp_path)
+    with open(tools, encoding="utf-8") as f:
+        schemas = {t["name"]: t["parameters"] for t in json.load(f)}
+    g = (example, tmp_path, rows, schemas)
+    fc = jsonschema.FormatChecker(formats=["date", "email"])
+    for row in all_rows(g):
+        for call in row["answers"]:
+            jsonschema.validate(call["arguments"], schemas[call["name"]], format_checker=fc)
+    test_no_call_categories_have_empty_answers_and_the_others_do_not(g)
+    for row in all_rows(g):
+        if row["category"] not in NO_CALL:
+            today = date_fact(row)
+            for call in row["answers"]:
+                props = schemas[call["name"]].get("properties", {})
+                for k, v in call["arguments"].items():
+                    assert value_is_said(v, row["query"], today, props.get(k)), (example, row["query"], k, v)
+
+
+@pytest.mark.parametrize("suite,tools,minimum", [
+    ("examples/home/acceptance.jsonl", "examples/home/tools.json", 30),
+    ("examples/media/acceptance.jsonl", "examples/media/tools.json", 30),
+    ("examples/records/acceptance.jsonl", "examples/records/tools.json", 30),
+    ("examples/wearable/acceptance.jsonl", "examples/wearable/tools.json", 30),
+    ("evals/demo_handwritten.jsonl", "models/tools.json", 150)])
+def test_hand_written_suites_are_well_formed(suite, tools, minimum):
+    """The hand-written suites: enough rows, all six categories, answers valid for their tools."""
+    with open(os.path.join(ROOT, tools), encoding="utf-8") as f:
+        schemas = {t["name"]: t["parameters"] for t in json.load(f)}
+    with open(os.path.join(ROOT, suite), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    assert len(rows) >= minimum
+    assert {r["category"] for r in rows} == {"positive", "parallel", "missing", "irrelevant", "negation", "invalid"}
+    fc = jsonschema.FormatChecker(formats=["date", "email"])
+    for r in rows:
+        assert (r["answers"] == []) == (r["category"] in NO_CALL), r
+        for c in r["answers"]:
+            jsonschema.validate(c["arguments"], schemas[c["name"]], format_checker=fc)
+    assert len({r["query"] for r in rows}) == len(rows)
