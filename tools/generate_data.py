@@ -10,7 +10,7 @@ required lists) and writes DIR/train.jsonl, val.jsonl, test.jsonl (80/10/10)
 and DIR/stats.json. Rows are in the fine-tuning format {query, tools, answers,
 system?} plus "category" (positive, parallel, missing, irrelevant, negation,
 invalid, multi_turn) and, for multi-turn rows, "turns". Deterministic for a
---seed (without --endpoint). Needs the Python packages faker and num2words
+--seed and the same faker/num2words versions (stats.json records them), without --endpoint. Needs the Python packages faker and num2words
 (development dependencies of this generator only).
 
 --endpoint: an OpenAI-compatible chat endpoint (base URL or .../chat/completions)
@@ -91,7 +91,9 @@ def main(argv=None):
         os.makedirs(a.out, exist_ok=True)
         for split, rows in splits.items():
             write_jsonl(os.path.join(a.out, split + ".jsonl"), rows)
+        import importlib.metadata as md
         stats = {"tools": a.tools, "seed": a.seed, "examples": a.examples, "weights": gen.weights,
+                 "versions": {p: md.version(p) for p in ("faker", "num2words")},
                  "foreign_tools": len(gen.foreign), "other_domain_templates": len(gen.other_templates),
                  "splits": {s: {"rows": len(r), "categories": {c: sum(1 for x in r if x["category"] == c)
                                                                 for c in CATEGORIES}} for s, r in splits.items()}}
