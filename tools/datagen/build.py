@@ -268,7 +268,7 @@ class Generator:
             if got2 and got2[0] != call:
                 call2, text2, prot2, nd2 = got2
                 turns.append({"user": dress(rng.choice(["also ", "and ", "now ", "next, ", "one more: ", ""]) + text2,
-                                            rng, prot2, indirect=False),
+                                            rng, prot2, indirect=False, light=True),
                               "answers": [call2]})
                 turns.append(self.result_turn(call2, rng))
                 nd = nd or nd2
