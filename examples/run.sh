@@ -6,7 +6,7 @@
 #   examples/run.sh home|media|records|wearable
 #
 # Environment (all optional):
-#   EXAMPLES=2000    generated rows (80/10/10 train/val/test)      SEED=1
+#   EXAMPLES=1500    generated rows (80/10/10 train/val/test)      SEED=1
 #   BASE=...         float checkpoint to start from (default models/needle-default.safetensors)
 #   EPOCHS=3 LR=1e-3 BATCH=16 FULL=1 (FULL=0: LoRA)               THREADS=(all cores)
 #   OUT=build/examples/SET                                        NEEDLE=build/needle
@@ -19,7 +19,7 @@ SUITE=examples/$SET/acceptance.jsonl
 [ -f "$TOOLS" ] || { echo "examples/run.sh: $TOOLS not found" >&2; exit 2; }
 NEEDLE=${NEEDLE:-build/needle}
 OUT=${OUT:-build/examples/$SET}
-EXAMPLES=${EXAMPLES:-2000}
+EXAMPLES=${EXAMPLES:-1500}
 SEED=${SEED:-1}
 EPOCHS=${EPOCHS:-3}
 LR=${LR:-1e-3}
