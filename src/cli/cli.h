@@ -18,6 +18,7 @@ int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_train_heads(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_generate_data(int argc, char **argv);
 
 /* Small shared helpers for argument parsing (cli_util.c). */
 /* Returns the value for --name (either "--name V" or "--name=V"), advancing *i. */

@@ -23,6 +23,7 @@ static const struct {
     {"bench", cmd_bench, "measure load time, prefill and decode tokens/s, peak memory"},
     {"eval", cmd_eval, "score a model on a JSONL test set"},
     {"train-heads", cmd_train_heads, "calibrate the confidence head, train the tool-retrieval head"},
+    {"generate-data", cmd_generate_data, "training data for your own tools file (runs tools/generate_data.py)"},
 };
 
 static void usage(FILE *to)

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""generate_data.py - fine-tuning data for any tool set (`needle generate-data`).
+
+    python3 tools/generate_data.py --tools T.json --out DIR [--examples 1000] [--seed 0]
+        [--system "You are ..."] [--endpoint URL --model NAME [--api-key-env VAR]]
+
+Reads nothing but the tools file (each tool's name, description, parameter
+names, types, descriptions, enums, minimum/maximum, formats, patterns and
+required lists) and writes DIR/train.jsonl, val.jsonl, test.jsonl (80/10/10)
+and DIR/stats.json. Rows are in the fine-tuning format {query, tools, answers,
+system?} plus "category" (positive, parallel, missing, irrelevant, negation,
+invalid, multi_turn) and, for multi-turn rows, "turns". Deterministic for a
+--seed and the same faker/num2words versions (stats.json records them), without --endpoint. Needs the Python packages faker and num2words
+(development dependencies of this generator only).
+
+--endpoint: an OpenAI-compatible chat endpoint (base URL or .../chat/completions)
+rewrites --paraphrase-rate of the requests; a rewrite is kept only if every
+value of the answers still appears verbatim. The key is read from the
+environment variable named by --api-key-env (default NEEDLE_DATAGEN_API_KEY).
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def fail(msg):
+    sys.stderr.write("generate-data: %s\n" % msg)
+    sys.exit(1)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="generate-data", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tools", required=True, help="tools file (JSON array of {name, description, parameters})")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--examples", type=int, default=1000, help="rows in all, split 80/10/10 (default 1000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--system", default=None, help="system prompt put in every row (a date fact may follow it)")
+    ap.add_argument("--endpoint", default=None, help="OpenAI-compatible chat endpoint for paraphrases")
+    ap.add_argument("--model", default=None, help="model name for --endpoint")
+    ap.add_argument("--api-key-env", default="NEEDLE_DATAGEN_API_KEY", help="environment variable holding the key")
+    ap.add_argument("--paraphrase-rate", type=float, default=0.3)
+    ap.add_argument("--weights", default=None,
+                    help="category weights as JSON, e.g. '{\"positive\":0.5,\"irrelevant\":0.2}' (others keep defaults)")
+    a = ap.parse_args(argv)
+    if a.examples < 3:
+        ap.error("--examples must be at least 3")
+    if a.endpoint and not a.model:
+        ap.error("--endpoint needs --model")
+    return a
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    try:
+        import faker  # noqa: F401
+        import num2words  # noqa: F401
+    except ImportError as e:
+        fail("needs the Python packages faker and num2words (%s): pip install faker num2words" % e)
+    from datagen.build import Generator, generate, write_jsonl, DEFAULT_WEIGHTS, CATEGORIES
+    from datagen.schema import load_tools, ToolError
+
+    try:
+        declared, tools = load_tools(a.tools)
+    except ToolError as e:
+        fail(str(e))
+    weights = dict(DEFAULT_WEIGHTS)
+    if a.weights:
+        try:
+            w = json.loads(a.weights)
+            assert isinstance(w, dict) and all(k in CATEGORIES and float(v) >= 0 for k, v in w.items())
+        except (ValueError, AssertionError, TypeError):
+            fail("--weights: expected a JSON object of category: weight (categories: %s)" % ", ".join(CATEGORIES))
+        weights.update({k: float(v) for k, v in w.items()})
+    gen = Generator(declared, tools, a.seed, system=a.system, weights=weights)
+    log = lambda m: sys.stderr.write("generate-data: %s\n" % m)
+    splits = generate(gen, a.examples, a.seed, log=log)
+    para = None
+    if a.endpoint:
+        from datagen.paraphrase import Paraphraser
+        para = Paraphraser(a.endpoint, a.model, os.environ.get(a.api_key_env), log=log)
+        rng = random.Random("%s/paraphrase" % a.seed)
+        for split in ("train", "val", "test"):
+            for row in splits[split]:
+                if rng.random() < a.paraphrase_rate:
+                    para.rewrite(row)
+    try:
+        os.makedirs(a.out, exist_ok=True)
+        for split, rows in splits.items():
+            write_jsonl(os.path.join(a.out, split + ".jsonl"), rows)
+        import importlib.metadata as md
+        stats = {"tools": a.tools, "seed": a.seed, "examples": a.examples, "weights": gen.weights,
+                 "versions": {p: md.version(p) for p in ("faker", "num2words")},
+                 "foreign_tools": len(gen.foreign), "other_domain_templates": len(gen.other_templates),
+                 "splits": {s: {"rows": len(r), "categories": {c: sum(1 for x in r if x["category"] == c)
+                                                                for c in CATEGORIES}} for s, r in splits.items()}}
+        if para:
+            stats["paraphrase"] = {"endpoint": para.url, "model": para.model, "asked": para.asked,
+                                   "kept": para.kept, "failed": para.failed}
+        tmp = os.path.join(a.out, "stats.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(stats, f, indent=1)
+        os.replace(tmp, os.path.join(a.out, "stats.json"))
+    except OSError as e:
+        fail("%s: cannot write (%s)" % (a.out, e.strerror))
+    n = {s: len(r) for s, r in splits.items()}
+    print("generate-data: %d tools -> %s: train %d, val %d, test %d rows" %
+          (len(tools), a.out, n["train"], n["val"], n["test"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
