@@ -2,7 +2,7 @@
 # check_layers.sh [ROOT] - every #include under ROOT/src points down the layers.
 #
 # The layers, lowest first (README "Layout", docs/architecture.md):
-#   core < quant < backend < io < text < grammar < model < agent < eval, train < cli
+#   core < quant < backend < io < text < grammar < model < agent < eval, train < server < cli
 # A file may include its own folder and any lower layer, never a higher one
 # (eval and train share a rank and do not include each other).  Besides:
 #   - no file outside src/backend/ includes backend/<impl>/ (cpu/, cuda/, ...):
@@ -16,7 +16,7 @@ set -u
 rank() {
     case "$1" in
     core) echo 1 ;; quant) echo 2 ;; backend) echo 3 ;; io) echo 4 ;; text) echo 5 ;;
-    grammar) echo 6 ;; model) echo 7 ;; agent) echo 8 ;; eval | train) echo 9 ;; cli) echo 10 ;;
+    grammar) echo 6 ;; model) echo 7 ;; agent) echo 8 ;; eval | train) echo 9 ;; server) echo 10 ;; cli) echo 11 ;;
     *) echo 0 ;;
     esac
 }

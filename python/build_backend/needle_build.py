@@ -59,12 +59,14 @@ def _platform_tag():
 
 
 def _library_sources():
-    """Every .c under src/ except the CLI, sorted: the Makefile's LIB_SRC."""
+    """Every .c under src/ except the CLI and the HTTP server (which link
+    libmicrohttpd, never libneedle), sorted: the Makefile's LIB_SRC."""
     out = []
     for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, "src")):
         dirnames.sort()
         rel = os.path.relpath(dirpath, ROOT)
-        if rel == os.path.join("src", "cli") or rel.startswith(os.path.join("src", "cli") + os.sep):
+        if any(rel == os.path.join("src", d) or rel.startswith(os.path.join("src", d) + os.sep)
+               for d in ("cli", "server")):
             continue
         out.extend(os.path.join(rel, f) for f in filenames if f.endswith(".c"))
     return sorted(out)
