@@ -59,7 +59,7 @@ typedef struct nd_attn_args {
 /* The Hadamard MLP of one layer (SPEC section 4), for hada_mlp. */
 typedef struct nd_hada_mlp_args {
     int T, d, hada_n;                /* tokens, model width, Hadamard width (power of two >= d) */
-    const float *norm;               /* pre_hada_norm [d] */
+    const float *norm;               /* the MLP norm scale [d] */
     const float *d1, *d2, *d3;       /* [hada_n] */
     float *b;                        /* [T, d]: b += d3 * H(silu(d2 * H(d1 * pad(ZCRMS(b; norm))))) */
     float *z;                        /* scratch [hada_n] */

@@ -143,8 +143,8 @@ static void block(nd_state *s, int l, int T)
     float gate = nd_sigmoid(L->attn_gate); /* a parameter, not an activation */
     be->ops.rmsnorm(be, s->o, d, T, L->post_attn_norm, s->o);
     for (int t = 0; t < T; t++) be->ops.axpy(be, s->b + (size_t)t * d, gate, s->o + (size_t)t * d, d);
-    /* b += HadamardMLP(ZCRMS(b; pre_hada_norm)) */
-    nd_hada_mlp_args mlp = {.T = T, .d = d, .hada_n = NH, .norm = L->pre_hada_norm, .d1 = L->d1, .d2 = L->d2,
+    /* b += HadamardMLP(ZCRMS(b; the MLP norm scale)) */
+    nd_hada_mlp_args mlp = {.T = T, .d = d, .hada_n = NH, .norm = L->mlp_norm, .d1 = L->d1, .d2 = L->d2,
                             .d3 = L->d3, .b = s->b, .z = s->mlp};
     be->ops.hada_mlp(be, &mlp);
 }
