@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "core/buf.h"
 
 static void usage(FILE *to)
@@ -36,21 +37,7 @@ static char *find_script(void)
 {
     const char *env = getenv("NEEDLE_DATAGEN");
     if (env && *env) return access(env, R_OK) == 0 ? strdup(env) : NULL;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            nd_buf b;
-            nd_buf_init(&b);
-            nd_buf_printf(&b, "%s/../tools/generate_data.py", exe);
-            if (!b.oom && access(b.data, R_OK) == 0) return nd_buf_take(&b);
-            nd_buf_free(&b);
-        }
-    }
-    return access("tools/generate_data.py", R_OK) == 0 ? strdup("tools/generate_data.py") : NULL;
+    return cli_repo_file("tools/generate_data.py"); /* next to the executable's repository, else ./ */
 }
 
 int cmd_generate_data(int argc, char **argv)
