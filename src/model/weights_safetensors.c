@@ -6,6 +6,7 @@
  * mapping; kernels ([in, out] in the file) are transposed to [out, in] and,
  * like F16/BF16 data, land in one owned float block.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,19 @@ static int need(loader *L, const char *name, int ndim, const int64_t *shape, con
         return nd_errorf(L->err, NEEDLE_EFORMAT, "%s: tensor \"%s\" has dtype %s, expected F32, F16 or BF16", L->path,
                          name, nd_st_dtype_name(t->dtype));
     *out = t;
+    return 0;
+}
+
+/* NaN or Inf weights would only surface later as NaN logits (and invalid
+ * JSON): refuse them at load, naming the tensor and the element. */
+static int refuse_nonfinite(loader *L, const nd_st_tensor *t)
+{
+    for (size_t i = 0; i < t->numel; i++) {
+        float v = nd_st_get_f32(t, i);
+        if (!isfinite(v))
+            return nd_errorf(L->err, NEEDLE_EFORMAT, "%s: tensor \"%s\" holds %s at element %zu", L->path, t->name,
+                             isnan(v) ? "NaN" : "Inf", i);
+    }
     return 0;
 }
 
@@ -118,6 +132,7 @@ static int load_param(loader *L, const nd_param_desc *p, int index)
     /* a one-element tensor outside the layers may also be written as a scalar () */
     if (t && t->ndim == 0 && p->kind == ND_KIND_SCALAR && p->scope != ND_SCOPE_LAYER) ndim = 0;
     TRY(need(L, name, ndim, shape, &t));
+    TRY(refuse_nonfinite(L, t));
     int layers = p->scope == ND_SCOPE_LAYER ? c->num_layers : 1;
     size_t per = (size_t)nd_param_elems(p, c, head);
     for (int l = 0; l < layers; l++) {

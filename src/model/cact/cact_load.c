@@ -4,6 +4,7 @@
  * they lie); FP16/FP32 tensors are widened into the single `owned` float
  * block, which also holds the codebooks the matrices point at (so moving the
  * nd_weights struct never leaves a matrix pointing into its old copy). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,31 @@ static const float *load_floats(loader *ld, const nd_cact_slot *s, const nd_cact
     return dst;
 }
 
+/* NaN or Inf weights would only surface later as NaN logits (and invalid
+ * JSON): refuse them at load, naming the tensor and the element. */
+static int refuse_nonfinite_floats(const float *v, uint64_t n, const char *where, const nd_cact_slot *s,
+                                   needle_error *err)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor \"%s\" holds %s at element %llu", where, s->name,
+                             isnan(v[i]) ? "NaN" : "Inf", (unsigned long long)i);
+    return 0;
+}
+
+/* The same for a CQ matrix's FP16 group norms (exponent all ones = Inf/NaN). */
+static int refuse_nonfinite_norms(const nd_matrix *m, const char *where, const nd_cact_slot *s, needle_error *err)
+{
+    uint64_t n = (uint64_t)m->rows * (uint64_t)(m->cols_pad / ND_CQ_GROUP);
+    for (uint64_t i = 0; i < n; i++) {
+        uint16_t h = (uint16_t)(m->cq_norms[2 * i] | m->cq_norms[2 * i + 1] << 8);
+        if ((h & 0x7C00u) == 0x7C00u)
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor \"%s\" has a non-finite CQ norm at group %llu", where,
+                             s->name, (unsigned long long)i);
+    }
+    return 0;
+}
+
 /* The struct holding slot s's parameter for layer `layer` (the scope's). */
 static void *slot_base(nd_weights *w, const nd_cact_slot *s, int layer)
 {
@@ -99,21 +125,29 @@ static void *slot_base(nd_weights *w, const nd_cact_slot *s, int layer)
 /* Point the weight that slot s stands for at record r.  A stacked slot holds
  * every layer: layer l owns rows l*rows.. of a matrix, elements l*per.. of
  * a vector, element l of a scalar. */
-static void bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
+static int bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r, const char *where, needle_error *err)
 {
     nd_weights *w = ld->w;
     if (s->role == ND_SLOT_TOKENIZER) {
         w->tokenizer_blob = ld->f->data + r->offset;
         w->tokenizer_blob_size = (size_t)r->nbytes;
-        return;
+        return 0;
     }
-    if (!s->param) return; /* the manifest: its content chose the head slots already */
+    if (!s->param) return 0; /* the manifest: its content chose the head slots already */
     const nd_param_desc *p = s->param;
     int n = p->scope == ND_SCOPE_LAYER && p->stacked ? w->cfg.num_layers : 1;
     nd_matrix m;
     const float *v = NULL;
-    if (p->kind == ND_KIND_MATRIX) m = load_matrix(ld, s, r);
-    else v = load_floats(ld, s, r);
+    int rc;
+    if (p->kind == ND_KIND_MATRIX) {
+        m = load_matrix(ld, s, r);
+        rc = m.kind == ND_MAT_CQ ? refuse_nonfinite_norms(&m, where, s, err)
+                                 : refuse_nonfinite_floats(m.f32, slot_elems(s), where, s, err);
+    } else {
+        v = load_floats(ld, s, r);
+        rc = refuse_nonfinite_floats(v, slot_elems(s), where, s, err);
+    }
+    if (rc) return rc;
     size_t per = (size_t)(slot_elems(s) / (uint64_t)n);
     for (int k = 0; k < n; k++) {
         void *f = nd_param_field(p, slot_base(w, s, p->stacked ? k : s->layer));
@@ -133,6 +167,7 @@ static void bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r
         if (p->kind == ND_KIND_MATRIX && p->rows == ND_DIM_HEAD_OUT) h->out_dim = (int)s->shape[0];
         if (p->kind == ND_KIND_VECTOR && p->ck[0] == ND_DIM_PROBES) h->num_probes = (int)s->shape[0];
     }
+    return 0;
 }
 
 /* Build w from a parsed file; on success w->map is left for the caller to set. */
@@ -170,7 +205,18 @@ static int load_parsed(const nd_cact_file *f, const char *where, nd_weights *w, 
     ld.codebook_by_bits[4] = cb + 12;
     ld.codebook_by_bits[ND_CQ_TERNARY] = cb + ND_CACT_CODEBOOK_LEN;
     ld.cursor += OWNED_CODEBOOK_FLOATS;
-    for (uint32_t i = 0; i < f->hdr.num_tensors; i++) bind_slot(&ld, &slots[i], &f->records[i]);
+    for (int k = 0; k < ND_CACT_CODEBOOK_LEN; k++)
+        if (!isfinite(f->codebooks[k])) {
+            free(slots);
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: codebook value %d in the header is not finite", where, k);
+        }
+    for (uint32_t i = 0; i < f->hdr.num_tensors; i++) {
+        rc = bind_slot(&ld, &slots[i], &f->records[i], where, err);
+        if (rc) {
+            free(slots);
+            return rc;
+        }
+    }
     if (w->contrastive.present) w->cfg.contrastive_dim = w->contrastive.out_dim;
     w->file_kv_window = (int)f->hdr.kv_window;
     free(slots);
