@@ -9,26 +9,18 @@
 
 #include "check.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "io/safetensors.h"
 #include "model/cact/cact.h"
 #include "model/weights.h"
 #include "quant/cq.h"
 
+/* A golden file's bytes (the library's bounded reader), or NULL. */
 static uint8_t *slurp(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
+    char *b = NULL;
+    needle_error err = {0};
+    return nd_read_file(path, &b, n, &err) ? NULL : (uint8_t *)b;
 }
 
 static void spill(const char *path, const uint8_t *b, size_t n)

@@ -16,7 +16,7 @@
 
 #include "check.h"
 #include "core/rng.h"
-#include "model/formulas.h"
+#include "core/formulas.h"
 #include "model/model.h"
 #include "train/train_ckpt.h"
 #include "train/train_model.h"

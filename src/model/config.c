@@ -10,7 +10,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "model/formulas.h"
+#include "core/formulas.h"
 
 /* Limits that keep every tensor's element count and every int index used by
  * the engine far from overflow, whatever a (possibly hostile) file says. */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "model/formulas.h"
+#include "core/formulas.h"
 #include "model/kv_state.h"
 
 /* Token at absolute position p, from the chunk or the history (0 before 0). */

@@ -3,7 +3,7 @@
 #ifndef ND_KV_STATE_H
 #define ND_KV_STATE_H
 
-#include "model/formulas.h" /* ND_ENGRAM_TAPS */
+#include "core/formulas.h" /* ND_ENGRAM_TAPS */
 #include "model/model.h"
 
 /* Engram value taps reach back 3 dilations: v_{t - j*D}, j = 0..3. */

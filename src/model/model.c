@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "model/formulas.h"
+#include "core/formulas.h"
 #include "model/model.h"
 #include "model/params.h"
 

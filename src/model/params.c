@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "model/formulas.h"
+#include "core/formulas.h"
 #include "model/weights.h"
 
 #define ND_OFFSET_GLOBAL(f) offsetof(nd_weights, f)

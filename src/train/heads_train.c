@@ -12,7 +12,7 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
-#include "model/formulas.h"
+#include "core/formulas.h"
 #include "model/params.h"
 #include "train/adamw.h"
 

@@ -119,7 +119,7 @@ void nd_op_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
 {
     int half = hd / 2;
     for (int i = 0; i < half; i++) {
-        float f = nd_rope_freq(theta, hd, i); /* the engine's rounding (model/formulas.h) */
+        float f = nd_rope_freq(theta, hd, i); /* the engine's rounding (core/formulas.h) */
         for (int t = 0; t < T; t++) nd_rope_cos_sin(f, t, &cos_t[(size_t)t * half + i], &sin_t[(size_t)t * half + i]);
     }
 }

@@ -17,7 +17,7 @@
 
 #include "core/threadpool.h"
 
-#include "model/formulas.h" /* ND_NORM_EPS, ND_SINKHORN_ITERS, ND_MAX_LANES, ... */
+#include "core/formulas.h" /* ND_NORM_EPS, ND_SINKHORN_ITERS, ND_MAX_LANES, ... */
 
 /* y[N,out] = x[N,in] @ W[in,out]; accumulate=1 adds into y. */
 void nd_op_matmul_fwd(nd_threadpool *pool, float *y, const float *x, const float *W, int N, int in, int out,

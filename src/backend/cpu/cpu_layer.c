@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_simd.h"
+#include "core/formulas.h" /* nd_probe_pool */
 
 void nd_cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
@@ -121,22 +122,6 @@ void nd_cpu_lane_mean(const float *X, int T, int n, int d, float *out, size_t ld
 void nd_cpu_head_pool(const float *probes, int num_probes, int d, const float *cells, int n_cells, float *pooled,
                       float *wts)
 {
-    float inv_sqrt_d = 1.0f / sqrtf((float)d);
-    for (int k = 0; k < num_probes; k++) {
-        const float *probe = probes + (size_t)k * d;
-        float mx = -INFINITY;
-        for (int c = 0; c < n_cells; c++) {
-            wts[c] = nd_cpu_dot(cells + (size_t)c * d, probe, d) * inv_sqrt_d;
-            if (wts[c] > mx) mx = wts[c];
-        }
-        double sum = 0.0;
-        for (int c = 0; c < n_cells; c++) sum += (wts[c] = expf(wts[c] - mx));
-        float *out = pooled + (size_t)k * d;
-        memset(out, 0, sizeof(float) * (size_t)d);
-        for (int c = 0; c < n_cells; c++) {
-            float wc = (float)(wts[c] / sum);
-            const float *cell = cells + (size_t)c * d;
-            for (int i = 0; i < d; i++) out[i] += wc * cell[i];
-        }
-    }
+    for (int k = 0; k < num_probes; k++)
+        nd_probe_pool(cells, n_cells, d, probes + (size_t)k * d, nd_cpu_dot, wts, pooled + (size_t)k * d);
 }

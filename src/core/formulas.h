@@ -1,7 +1,8 @@
 /* formulas.h - the model's formulas and constants (SPEC section 4), in one
  * place that both forwards include: the engine's incremental forward
- * (model/forward.c) and the trainer's batched forward (train/train_model.c,
- * train/train_ops.c).  Each definition here is the engine's, bit for bit, so
+ * (model/forward.c, and the CPU backend's ops under it: it lives in core so
+ * that the backend layer may include it) and the trainer's batched forward
+ * (train/train_model.c, train/train_ops.c).  Each definition here is the engine's, bit for bit, so
  * the engine's outputs (and the goldens) do not move; tests/test_parity.c
  * checks that the two forwards agree.
  */
