@@ -43,6 +43,14 @@ endif
 
 lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 
+# ISA-specific kernels: a file named *_avx512.c or *_avx2.c is compiled with that instruction set
+# whatever the build's baseline, so one binary can carry every path and pick one at run time
+# (it must only be called after the CPU was checked for the features).
+ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+ISA_AVX2   := -mavx2 -mfma -mf16c
+$(BUILD)/obj/%_avx512.o: override CFLAGS += $(ISA_AVX512)
+$(BUILD)/obj/%_avx2.o: override CFLAGS += $(ISA_AVX2)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
