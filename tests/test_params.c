@@ -35,7 +35,7 @@ static void test_lines_consistent(void)
     for (int i = 0; i < ND_P_COUNT; i++) {
         const nd_param_desc *p = &nd_params[i];
         CHECKF(p->role == (nd_param_role)i, "%s: role %d at index %d", p->field_name, p->role, i);
-        int heads = p->scope == ND_SCOPE_HEAD ? ND_NUM_HEAD_KINDS : 1;
+        int heads = p->scope == ND_SCOPE_HEAD ? nd_head_kinds(&c) : 1;
         for (int k = 0; k < heads; k++) {
             int head = p->scope == ND_SCOPE_HEAD ? k : -1;
             int64_t shape[4], ck = 1;
@@ -75,7 +75,7 @@ static void test_layout_counts(void)
             for (int H = 0; H <= 2; H++) {
                 nd_config c;
                 tiny(&c, L, S, 3);
-                nd_cact_head_shape heads[2] = {{ND_HEAD_CONTRASTIVE, 4, 8}, {ND_HEAD_CONFIDENCE, 8, 1}};
+                nd_cact_head_shape heads[2] = {{ND_HEAD_CONTRASTIVE, 4, 8, 0}, {ND_HEAD_CONFIDENCE, 8, 1, 0}};
                 nd_cact_slot *slots = NULL;
                 int n = 0;
                 needle_error err;

@@ -39,6 +39,8 @@
 typedef struct nd_attn_args {
     int T, pos0;
     int num_heads, num_kv_heads, head_dim;
+    int v_head_dim; /* value / output head width (Needle 3); 0 = head_dim.  Keys and
+                     * queries are head_dim wide, values and outputs v_head_dim */
     int window, sinks;
     const float *q;       /* [T, num_heads*head_dim], already normed and rotated */
     const float *k_chunk; /* [T, num_kv_heads*head_dim] */
@@ -53,7 +55,7 @@ typedef struct nd_attn_args {
     const float *k_scale, *v_scale;
     const int *cache_pos; /* [cache_slots]: absolute position held by each slot, -1 = empty */
     int cache_slots;
-    float *out; /* [T, num_heads*head_dim] */
+    float *out; /* [T, num_heads*v_head_dim] */
 } nd_attn_args;
 
 /* The Hadamard MLP of one layer (SPEC section 4), for hada_mlp. */
@@ -64,6 +66,42 @@ typedef struct nd_hada_mlp_args {
     float *b;                        /* [T, d]: b += d3 * H(silu(d2 * H(d1 * pad(ZCRMS(b; norm))))) */
     float *z;                        /* scratch [hada_n] */
 } nd_hada_mlp_args;
+
+/* The Needle 3 Monarch MLP of one layer (SPEC-needle3 5.3 item 4), for
+ * monarch_mlp.  x = ZCRMS(b; norm) padded to N = hada_n = a*b;
+ * c = 1 + softmax(x cond_v) cond_u;
+ * z = ((d1 x) K1)[p1]; z = (silu(d2 c z + b2) K2)[p2]; z = (d3 z) K3;
+ * b += (d4 z)[0:d], with K_s = W_sa (x) W_sb applied as the two small
+ * products W_sa^T Z W_sb of z viewed as an a x b matrix, and y = z[p]
+ * meaning y_i = z_{p_i}. */
+typedef struct nd_monarch_mlp_args {
+    int T, d, hada_n, a, b_dim, rank;
+    const float *norm;                            /* [d] */
+    const float *d1, *d2, *b2, *d3, *d4;          /* [hada_n] */
+    const float *w1a, *w1b, *w2a, *w2b, *w3a, *w3b; /* [a, a] and [b, b] row-major */
+    const float *cond_v;                          /* [d, rank] */
+    const float *cond_u;                          /* [rank, hada_n] */
+    const float *p1, *p2;                         /* [hada_n] permutations (exact integers) */
+    float *b;                                     /* [T, d] residual, updated */
+    float *z;                                     /* scratch [3 * hada_n + rank] */
+} nd_monarch_mlp_args;
+
+/* A Needle 3 probe head's pooling (SPEC-needle3 5.3 item 7) over cells
+ * C[t][r] (T tokens, R = L+1 rows of d, t-major: cell (t, r) at
+ * cells[(t*R + r)*d]):
+ *   a = softmax_t(C[t][r] . P[r,p] / sqrt(d)); R_rp = rmsunit(sum_t a_t C[t][r]) * gain[r,p]
+ *   u_i[r,p] = R_rp . U_i / sqrt(d) + row_bias[i,r,p]; w_i = softmax over all (r,p)
+ *   pooled[i*d ..] = sum_{r,p} w_i[r,p] R_rp            (q*d floats) */
+typedef struct nd_probe_head_args {
+    int T, R, d, k, q;
+    const float *cells;    /* [T, R, d] */
+    const float *probes;   /* [R*k, d] float (row r*k+p) */
+    const float *gain;     /* [R*k] */
+    const float *query;    /* [q, d] float */
+    const float *row_bias; /* [q, R*k] */
+    float *pooled;         /* [q*d] out */
+    float *work;           /* scratch: probe_head_work_floats */
+} nd_probe_head_args;
 
 /* mHC lane mixing of one layer for T tokens of n lanes of d (SPEC section 4).
  * A lane's logit is a * phi + b + off, in that order: off holds the home-lane
@@ -92,6 +130,7 @@ typedef enum nd_op {
     ND_OP_ATTENTION, ND_OP_SINKHORN, ND_OP_QUANTIZE_KV,
     ND_OP_COPY, ND_OP_ZERO, ND_OP_SCALE, ND_OP_AXPY, ND_OP_SIGMOID_GATE, ND_OP_HADA_MLP, ND_OP_MHC_PRE, ND_OP_MHC_MIX,
     ND_OP_ENGRAM_TAPS, ND_OP_ENGRAM_GATE, ND_OP_LANE_MEAN, ND_OP_HEAD_POOL, ND_OP_BUFFERS,
+    ND_OP_MONARCH_MLP, ND_OP_PROBE_HEAD,
     ND_OP_COUNT
 } nd_op;
 
@@ -154,7 +193,8 @@ typedef struct nd_backend_ops {
      * P = Sinkhorn(a_res phi_res + b_res); y is left holding y - u */
     void (*mhc_mix)(const nd_backend *be, const nd_mhc_args *a);
     /* out = sum_j taps[j] * src[j] over the `taps` rows of d; src[j] NULL = a
-     * position before the sequence (it and every later j contribute nothing) */
+     * position before the sequence (it and every later j contribute nothing).
+     * Also Needle 3's causal depthwise q/k/v convolution (the same sum). */
     void (*engram_taps)(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
                         float *out);
     /* b += sigmoid(rmsunit(u) . rmsunit(k) / sqrt(d)) * v, one token;
@@ -168,7 +208,17 @@ typedef struct nd_backend_ops {
      * wts: scratch of n_cells floats. */
     void (*head_pool)(const nd_backend *be, const float *probes, int num_probes, int d, const float *cells,
                       int n_cells, float *pooled, float *wts);
+    /* Needle 3: b += MonarchMLP(ZCRMS(b; norm)) (nd_monarch_mlp_args) */
+    void (*monarch_mlp)(const nd_backend *be, const nd_monarch_mlp_args *a);
+    /* Needle 3: a probe head's pooling (nd_probe_head_args) */
+    void (*probe_head)(const nd_backend *be, const nd_probe_head_args *a);
 } nd_backend_ops;
+
+/* Scratch floats probe_head needs (d: the cell width). */
+static inline size_t nd_probe_head_work_floats(int T, int R, int k, int q, int d)
+{
+    return (size_t)T + (size_t)R * (size_t)k * (size_t)(1 + q + d) + 64;
+}
 
 /* One line of the registry (src/backend/registry.c): a backend this build
  * contains. */

@@ -34,6 +34,7 @@ const char *const nd_op_names[ND_OP_COUNT] = {
     [ND_OP_SIGMOID_GATE] = "sigmoid_gate", [ND_OP_HADA_MLP] = "hada_mlp", [ND_OP_MHC_PRE] = "mhc_pre",
     [ND_OP_MHC_MIX] = "mhc_mix", [ND_OP_ENGRAM_TAPS] = "engram_taps", [ND_OP_ENGRAM_GATE] = "engram_gate",
     [ND_OP_LANE_MEAN] = "lane_mean", [ND_OP_HEAD_POOL] = "head_pool", [ND_OP_BUFFERS] = "buffers",
+    [ND_OP_MONARCH_MLP] = "monarch_mlp", [ND_OP_PROBE_HEAD] = "probe_head",
 };
 
 int nd_backend_count(void) { return N_ENTRIES; }
@@ -155,6 +156,8 @@ int nd_backend_create(const nd_backend_entry *e, nd_threadpool *pool, nd_backend
     TAKE(ND_OP_ENGRAM_GATE, engram_gate);
     TAKE(ND_OP_LANE_MEAN, lane_mean);
     TAKE(ND_OP_HEAD_POOL, head_pool);
+    TAKE(ND_OP_MONARCH_MLP, monarch_mlp);
+    TAKE(ND_OP_PROBE_HEAD, probe_head);
 #undef TAKE
     int rc = e->init ? e->init(be, err) : 0;
     if (rc) {

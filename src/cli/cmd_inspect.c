@@ -39,15 +39,36 @@ static void shape_text(const uint32_t *shape, int ndim, char *out, size_t n)
 
 static void print_geometry(const nd_cact_header *h)
 {
-    printf("geometry   vocab %u  d_model %u  heads %u/%u (head_dim %u)  layers %u  max_seq_len %u\n", h->vocab,
-           h->d_model, h->num_heads, h->num_kv_heads, h->head_dim, h->num_layers, h->max_seq_len);
-    printf("           mhc lanes %u  hadamard %u  rope_theta %g\n", h->mhc_lanes, h->hada_n, (double)h->rope_theta);
+    int v3 = h->version == 3;
+    uint32_t max_sites = v3 ? ND_CACT_MAX_SITES_V3 : 4;
+    printf("generation Needle %d  (tag 0x%08X, %zu-byte header)\n", v3 ? 3 : 2, v3 ? ND_CACT_TAG_V3 : ND_CACT_TAG,
+           nd_cact_header_bytes(h));
+    if (v3)
+        printf("geometry   vocab %u  out_vocab %u  d_model %u  heads %u/%u (qk_head_dim %u, v_head_dim %u)  layers %u  "
+               "max_seq_len %u\n",
+               h->vocab, h->out_vocab, h->d_model, h->num_heads, h->num_kv_heads, h->head_dim, h->v_head_dim,
+               h->num_layers, h->max_seq_len);
+    else
+        printf("geometry   vocab %u  d_model %u  heads %u/%u (head_dim %u)  layers %u  max_seq_len %u\n", h->vocab,
+               h->d_model, h->num_heads, h->num_kv_heads, h->head_dim, h->num_layers, h->max_seq_len);
+    printf("           mhc lanes %u  hadamard %u  rope_theta %g  codebook_len %u\n", h->mhc_lanes, h->hada_n,
+           (double)h->rope_theta, h->codebook_len);
+    if (v3) {
+        printf("attention  sliding_window %u  global_mask_lo 0x%08X  global_mask_hi 0x%08X  global layers", h->sliding_window,
+               h->global_mask_lo, h->global_mask_hi);
+        uint64_t mask = (uint64_t)h->global_mask_hi << 32 | h->global_mask_lo;
+        for (uint32_t l = 0; l < 64; l++)
+            if (mask >> l & 1u) printf(" %u", l);
+        printf("  qkv_conv_taps %u\n", h->qkv_conv_taps);
+    }
     printf("engram     orders");
     for (uint32_t i = 0; i < h->num_orders && i < 4; i++) printf(" %u", h->orders[i]);
     printf("  sites");
-    for (uint32_t i = 0; i < h->num_sites && i < 4; i++) printf(" %u", h->sites[i]);
-    printf("  tables %u x %u slots x %u  taps %u dilation %u\n", h->num_engram_tables, h->engram_slots,
+    for (uint32_t i = 0; i < h->num_sites && i < max_sites; i++) printf(" %u", h->sites[i]);
+    printf("  tables %u x %u slots x %u  taps %u dilation %u", h->num_engram_tables, h->engram_slots,
            h->engram_sub_dim, h->conv_taps, h->conv_dilation);
+    if (v3) printf("  seed_heads %u", h->engram_seed_heads);
+    printf("\n");
     printf("kv         window %u  kv_bits %u\n", h->kv_window, h->kv_bits);
 }
 
@@ -74,15 +95,15 @@ static int inspect_cact(const char *path)
         if (r->dtype == ND_CACT_CQ && r->bits <= 5) cq_params[r->bits] += elems;
         by_dtype[r->dtype] += r->nbytes;
         printf("  %4u  %-26s %-5s %-16s %-5s %12llu %10llu\n", i, name, dtype_name(r->dtype), shape,
-               r->dtype == ND_CACT_CQ ? nd_cq_bits_name((int)r->bits) : "-", (unsigned long long)r->offset,
+               r->dtype == ND_CACT_CQ ? (r->bits == 1 ? "1" : nd_cq_bits_name((int)r->bits)) : "-", (unsigned long long)r->offset,
                (unsigned long long)r->nbytes);
     }
     printf("\ntotals     %llu parameters  %.2f MB file\n", (unsigned long long)params, (double)f.size / 1e6);
     printf("           CQ %.2f MB  FP16 %.2f MB  FP32 %.2f MB  tokenizer %.2f MB\n", (double)by_dtype[ND_CACT_CQ] / 1e6,
            (double)by_dtype[ND_CACT_FP16] / 1e6, (double)by_dtype[ND_CACT_FP32] / 1e6, (double)by_dtype[ND_CACT_RAW] / 1e6);
     printf("           CQ parameters by width:");
-    for (int b = 2; b <= 5; b++)
-        if (cq_params[b]) printf("  %s-bit %llu", nd_cq_bits_name(b), (unsigned long long)cq_params[b]);
+    for (int b = 1; b <= 5; b++)
+        if (cq_params[b]) printf("  %s-bit %llu", b == 1 ? "1" : nd_cq_bits_name(b), (unsigned long long)cq_params[b]);
     printf("\n");
     free(slots);
     nd_cact_close(&f);

@@ -107,7 +107,8 @@ int cmd_logits(int argc, char **argv)
         goto done;
     }
     if (nd_state_create(m, &so, &s, &err)) goto done;
-    int V = m->weights.cfg.vocab_size;
+    /* rows are vocab_size apart; Needle 3's out_vocab scores only the first W */
+    int V = m->weights.cfg.vocab_size, W = nd_config_logit_width(&m->weights.cfg);
     chunk = malloc(sizeof(float) * (size_t)CHUNK * (size_t)V);
     asked = malloc(sizeof(float) * (size_t)np * (size_t)V);
     amax = malloc(sizeof(int) * (size_t)T);
@@ -116,20 +117,20 @@ int cmd_logits(int argc, char **argv)
     for (int at = 0; at < decode_from; at += CHUNK) {
         int n = decode_from - at < CHUNK ? decode_from - at : CHUNK;
         if (nd_state_eval(s, ids + at, n, want, chunk, NULL, &err)) goto done;
-        for (int k = 0; k < n; k++) take_row(chunk + (size_t)k * V, V, at + k, pos, np, asked, amax, lse);
+        for (int k = 0; k < n; k++) take_row(chunk + (size_t)k * V, W, at + k, pos, np, asked, amax, lse);
     }
     for (int t = decode_from; t < T; t++) {
         if (nd_state_eval(s, ids + t, 1, want, chunk, NULL, &err)) goto done;
-        take_row(chunk, V, t, pos, np, asked, amax, lse);
+        take_row(chunk, W, t, pos, np, asked, amax, lse);
     }
 
     printf("{\"positions\":[");
     for (int i = 0; i < np; i++) printf("%s%d", i ? "," : "", pos[i]);
     printf("],\"logits\":[");
     for (int i = 0; i < np; i++) {
-        const float *row = asked + (size_t)i * V;
+        const float *row = asked + (size_t)i * W;
         printf("%s[", i ? "," : "");
-        for (int k = 0; k < V; k++) printf("%s%.9g", k ? "," : "", row[k]);
+        for (int k = 0; k < W; k++) printf("%s%.9g", k ? "," : "", row[k]);
         printf("]");
     }
     printf("],\"argmax\":[");

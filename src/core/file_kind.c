@@ -6,12 +6,13 @@
 #include "core/file.h"
 
 #define CACT_TAG 0x05E12A83u
+#define CACT_TAG_V3 0x05E12A84u /* Needle 3 */
 
 nd_file_kind nd_file_kind_of(const uint8_t *b, size_t n)
 {
     if (n == 0) return ND_KIND_EMPTY;
-    if (n >= 4 && ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24) == CACT_TAG)
-        return ND_KIND_CACT;
+    uint32_t tag = n >= 4 ? (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24 : 0;
+    if (n >= 4 && (tag == CACT_TAG || tag == CACT_TAG_V3)) return ND_KIND_CACT;
     if (n >= 9 && b[8] == '{') {
         uint64_t len = 0;
         for (int i = 7; i >= 0; i--) len = (len << 8) | b[i];

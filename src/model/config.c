@@ -87,6 +87,11 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err)
     RANGE(num_orders, 1, ND_MAX_ORDERS);
     RANGE(num_sites, 0, ND_MAX_SITES);
 #undef RANGE
+#define RANGE3(field, lo, hi)                                                                          \
+    if (c->field < (lo) || c->field > (hi)) {                                                          \
+        snprintf(msg, sizeof msg, #field " = %d is outside [%d, %d]", c->field, (int)(lo), (int)(hi)); \
+        return bad(err, where, msg);                                                                   \
+    }
     if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta)) return bad(err, where, "rope_theta must be positive");
     if (c->attn_dim % c->num_heads) {
         snprintf(msg, sizeof msg, "attn_dim %d is not divisible by num_heads %d", c->attn_dim, c->num_heads);
@@ -96,14 +101,35 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err)
         snprintf(msg, sizeof msg, "num_heads %d is not divisible by num_kv_heads %d", c->num_heads, c->num_kv_heads);
         return bad(err, where, msg);
     }
+    if (c->generation == 0) c->generation = 2;
+    if (c->generation != 2 && c->generation != 3) return bad(err, where, "generation must be 2 or 3");
+    if (c->generation == 3) {
+        RANGE3(qk_head_dim, 2, MAX_DIM);
+        RANGE3(v_head_dim, 1, MAX_DIM);
+        RANGE3(out_vocab, 0, c->vocab_size);
+        RANGE3(sliding_window, 0, MAX_SEQ);
+        RANGE3(qkv_conv_taps, 0, 64);
+        RANGE3(engram_seed_heads, 0, MAX_DIM);
+        RANGE3(num_layers, 1, ND_MAX_LAYERS_V3);
+        c->attn_dim = c->num_heads * c->qk_head_dim;
+    }
     c->head_dim = c->attn_dim / c->num_heads;
     if (c->head_dim % 2) {
         snprintf(msg, sizeof msg, "head_dim %d must be even (rotate-half RoPE)", c->head_dim);
         return bad(err, where, msg);
     }
+#undef RANGE3
+    c->qk_dim = c->head_dim;
+    c->v_dim = c->generation == 3 ? c->v_head_dim : c->head_dim;
     c->kv_dim = c->num_kv_heads * c->head_dim;
     c->hada_n = 1;
     while (c->hada_n < c->d_model) c->hada_n *= 2;
+    {
+        int bitlen = 0; /* of hada_n - 1 */
+        for (int v = c->hada_n - 1; v > 0; v >>= 1) bitlen++;
+        c->hada_a = 1 << (bitlen / 2);
+        c->hada_b = c->hada_n / c->hada_a;
+    }
     c->conv_dilation = 0;
     for (int i = 0; i < c->num_orders; i++) {
         if (c->engram_orders[i] < 1 || c->engram_orders[i] > MAX_ORDER) {
@@ -184,10 +210,30 @@ static int apply_member(nd_config *c, const char *key, const nd_json *v, const c
         F(vocab_size), F(d_model),     F(attn_dim), F(num_heads), F(num_kv_heads),   F(num_layers),
         F(max_seq_len), F(engram_heads), F(engram_slots), F(mhc_lanes), F(kv_window), F(kv_bits),
         F(act_bits),   F(contrastive_dim), F(pad_token_id),
+        /* Needle 3 (a config with qk_head_dim is a Needle 3 config) */
+        F(qk_head_dim), F(v_head_dim), F(out_vocab), F(sliding_window), F(qkv_conv_taps), F(engram_seed_heads),
+        {"embedding_dim", offsetof(nd_config, contrastive_dim)},
 #undef F
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (strcmp(key, ints[i].name) == 0) return get_int(v, key, (int *)((char *)c + ints[i].off), where, err);
+        if (strcmp(key, ints[i].name) == 0) {
+            int rc = get_int(v, key, (int *)((char *)c + ints[i].off), where, err);
+            if (rc == 0 && strcmp(key, "qk_head_dim") == 0 && c->qk_head_dim > 0) c->generation = 3;
+            return rc;
+        }
+    if (strcmp(key, "global_layers") == 0) {
+        int layers[64], n = 0;
+        int rc = get_int_list(v, key, layers, &n, 64, where, err);
+        if (rc) return rc;
+        c->global_mask = 0;
+        for (int i = 0; i < n; i++) {
+            if (layers[i] < 0 || layers[i] >= 64)
+                return nd_errorf(err, NEEDLE_EFORMAT, "%s: config key \"global_layers\": layer %d outside [0, 63]",
+                                 where, layers[i]);
+            c->global_mask |= 1ull << layers[i];
+        }
+        return 0;
+    }
     if (strcmp(key, "rope_theta") == 0) {
         if (v->type != ND_JSON_NUMBER)
             return nd_errorf(err, NEEDLE_EFORMAT, "%s: config key \"rope_theta\" must be a number (byte %zu)", where,
@@ -259,6 +305,17 @@ char *nd_config_to_json(const nd_config *c)
     nd_buf_printf(&b, "],\"mhc_lanes\":%d,\"kv_window\":%d,\"kv_bits\":%d,\"act_bits\":%d,\"weight_bits\":",
                   c->mhc_lanes, c->kv_window, c->kv_bits, c->act_bits);
     nd_json_write_string(&b, c->weight_bits, strlen(c->weight_bits), 1);
+    if (c->generation == 3) {
+        nd_buf_printf(&b,
+                      ",\"qk_head_dim\":%d,\"v_head_dim\":%d,\"out_vocab\":%d,\"sliding_window\":%d,"
+                      "\"qkv_conv_taps\":%d,\"engram_seed_heads\":%d,\"embedding_dim\":%d,\"global_layers\":[",
+                      c->qk_head_dim, c->v_head_dim, c->out_vocab, c->sliding_window, c->qkv_conv_taps,
+                      c->engram_seed_heads, c->contrastive_dim);
+        int first = 1;
+        for (int l = 0; l < 64; l++)
+            if (c->global_mask >> l & 1ull) nd_buf_printf(&b, "%s%d", first ? "" : ",", l), first = 0;
+        nd_buf_putc(&b, ']');
+    }
     nd_buf_putc(&b, '}');
     if (b.oom) {
         nd_buf_free(&b);
@@ -269,8 +326,45 @@ char *nd_config_to_json(const nd_config *c)
 
 /* ---------------------------------------------------------------- window */
 
+int nd_config_layer_is_global(const nd_config *c, int layer)
+{
+    if (c->generation != 3 || c->sliding_window == 0) return 1;
+    return layer >= 0 && layer < 64 && (c->global_mask >> layer & 1ull) != 0;
+}
+
+int nd_config_logit_width(const nd_config *c)
+{
+    return c->generation == 3 && c->out_vocab > 0 ? c->out_vocab : c->vocab_size;
+}
+
+/* SPEC-needle3 5.4: local layers and sites take their fixed share of the
+ * budget, the global layers split the rest. */
+static int budget_window_v3(const nd_config *c)
+{
+    const long long B = 12058624LL;
+    long long Kd = (long long)c->num_kv_heads * c->qk_dim, Vd = (long long)c->num_kv_heads * c->v_dim;
+    long long d = c->d_model, L = c->num_layers, S = c->num_sites;
+    long long per_layer = Kd + Vd + (Kd / 32 + Vd / 32) * 4, per_site = d + (d / 32) * 4;
+    if (c->sliding_window > 0) {
+        long long G = 0;
+        for (int l = 0; l < c->num_layers; l++) G += nd_config_layer_is_global(c, l);
+        long long local = c->sliding_window < c->max_seq_len ? c->sliding_window : c->max_seq_len;
+        long long fixed = ((L - G) * per_layer + S * per_site) * local;
+        if (G == 0) return fixed <= B ? c->max_seq_len : (int)(local > 160 ? local : 160);
+        long long rest = B - fixed, w = rest < 0 ? 0 : (rest / (G * per_layer)) / 32 * 32;
+        if (w > c->max_seq_len) w = c->max_seq_len;
+        return (int)(w > 160 ? w : 160);
+    }
+    long long per_pos = L * per_layer + S * per_site;
+    long long w = (B / per_pos) / 32 * 32;
+    if (w < 160) w = 160;
+    if (w > c->max_seq_len) w = c->max_seq_len;
+    return (int)w;
+}
+
 int nd_config_budget_window(const nd_config *c)
 {
+    if (c->generation == 3) return budget_window_v3(c);
     long long kv = c->kv_dim, d = c->d_model;
     long long per_pos = (long long)c->num_layers * (2 * kv + 2 * (kv / 32) * 4) + (long long)c->num_sites * (d + (d / 32) * 4);
     if (per_pos <= 0) return c->max_seq_len;
@@ -304,8 +398,27 @@ int nd_config_preset(nd_config *c, const char *name, needle_error *err)
         c->engram_layers[0] = 1;
         c->engram_layers[1] = 3;
         c->num_sites = 2;
+    } else if (name && strcmp(name, "needle3") == 0) {
+        /* SPEC-needle3 1.1: the reference's default TransformerConfig */
+        c->generation = 3;
+        c->vocab_size = 16384;
+        c->d_model = 768;
+        c->num_heads = 12;
+        c->num_kv_heads = 2;
+        c->num_layers = 20;
+        c->qk_head_dim = 48;
+        c->v_head_dim = 64;
+        c->max_seq_len = 4096;
+        c->contrastive_dim = 128;
+        c->engram_slots = 18432;
+        static const int sites[5] = {3, 7, 11, 15, 19};
+        for (int i = 0; i < 5; i++) c->engram_layers[i] = sites[i];
+        c->num_sites = 5;
+        c->global_mask = 1ull << 4 | 1ull << 9 | 1ull << 14 | 1ull << 19;
+        c->sliding_window = 1024;
+        c->qkv_conv_taps = 3;
     } else {
-        return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny)", name ? name : "(null)");
+        return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny, needle3)", name ? name : "(null)");
     }
     return nd_config_derive(c, name, err);
 }
@@ -321,7 +434,8 @@ int nd_config_set(nd_config *c, const char *assignment, needle_error *err)
     memcpy(key, assignment, kn);
     key[kn] = '\0';
     const char *val = eq + 1;
-    int is_list = strcmp(key, "engram_orders") == 0 || strcmp(key, "engram_layers") == 0;
+    int is_list = strcmp(key, "engram_orders") == 0 || strcmp(key, "engram_layers") == 0 ||
+                  strcmp(key, "global_layers") == 0;
     nd_json *v = NULL;
     nd_buf text;
     nd_buf_init(&text);

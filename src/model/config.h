@@ -5,7 +5,9 @@
 #include "needle.h"
 
 #define ND_MAX_ORDERS 4
-#define ND_MAX_SITES 4
+#define ND_MAX_SITES 16 /* Needle 3 files hold up to 16 engram sites; Needle 2 headers 4 */
+#define ND_MAX_SITES_V2 4
+#define ND_MAX_LAYERS_V3 64 /* the v3 header's 64-bit global-layer mask */
 
 typedef struct nd_config {
     /* fields as in the checkpoint's config JSON */
@@ -18,6 +20,16 @@ typedef struct nd_config {
     int mhc_lanes, kv_window, kv_bits, act_bits, contrastive_dim, pad_token_id;
     char weight_bits[256];
 
+    /* Needle 3 (SPEC-needle3.md section 5.1); a Needle 2 config leaves them 0 */
+    int generation;        /* 2 or 3 (0 is read as 2) */
+    int qk_head_dim;       /* v3: q/k head width (v2: head_dim) */
+    int v_head_dim;        /* v3: v head width (v2: head_dim) */
+    int out_vocab;         /* v3: logits cover E[0:out_vocab]; 0 = vocab_size */
+    int sliding_window;    /* v3: local layers see q - k < sliding_window; 0 = every layer global */
+    unsigned long long global_mask; /* v3: bit l set = layer l is global */
+    int qkv_conv_taps;     /* v3: causal depthwise conv taps on q, k, v (0 = none) */
+    int engram_seed_heads; /* v3: engram seed stride (0 = engram_heads_eff) */
+
     /* derived by nd_config_derive */
     int head_dim;         /* hd = A / H */
     int kv_dim;           /* KV = num_kv_heads * hd */
@@ -26,7 +38,16 @@ typedef struct nd_config {
     int num_tables;       /* T_e = num_orders * h_e */
     int engram_sub;       /* sub = d / (num_orders * h_e) */
     int conv_dilation;    /* D = max(orders) */
+    int qk_dim, v_dim;    /* q/k and v head widths: head_dim in v2, qk_head_dim / v_head_dim in v3 */
+    int hada_a, hada_b;   /* v3 Monarch factors: a = 2^floor(bitlen(N_h-1)/2), b = N_h / a */
 } nd_config;
+
+/* Layer l is global (full causal attention) in a v3 config iff sliding_window
+ * is 0 or bit l of global_mask is set; in a v2 config every layer is. */
+int nd_config_layer_is_global(const nd_config *c, int layer);
+/* The logits' meaningful width: out_vocab when set, else vocab_size (logit
+ * rows are always vocab_size wide; columns past out_vocab hold -inf). */
+int nd_config_logit_width(const nd_config *c);
 
 /* SPEC section 2 defaults (num_layers 12), derived fields filled. */
 void nd_config_defaults(nd_config *c);
@@ -42,7 +63,8 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err);
 /* The full config as compact JSON (all fields), heap string. */
 char *nd_config_to_json(const nd_config *c);
 
-/* SPEC section 5 budget window (kv_window == 0 case): for base geometry 704. */
+/* SPEC section 5 budget window (kv_window == 0 case): for base geometry 704;
+ * a v3 config gets SPEC-needle3 5.4's (3456 for the v3 defaults). */
 int nd_config_budget_window(const nd_config *c);
 /* The effective window: kv_window if non-zero, else the budget window. */
 int nd_config_effective_window(const nd_config *c);

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/formulas.h"
 #include "model/kv_state.h"
+#include "model/params.h"
 
 /* Token at absolute position p, from the chunk or the history (0 before 0). */
 static int token_at(const nd_state *s, const int *tokens, int p0, int p)
@@ -51,7 +52,10 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
                     be->ops.zero(be, e + k * sub, sizeof(float) * (size_t)sub);
                     continue;
                 }
-                int row = k * c->engram_slots + (int)(nd_engram_hash(k, order, back) % (uint32_t)c->engram_slots);
+                /* table k = oi*h_e + hd is seeded by oi*S + hd (S = seed stride, Needle 3; h_e otherwise) */
+                int stride = c->engram_seed_heads > 0 ? c->engram_seed_heads : he;
+                int seed = (k / he) * stride + k % he;
+                int row = k * c->engram_slots + (int)(nd_engram_hash(seed, order, back) % (uint32_t)c->engram_slots);
                 be->ops.gather_rows(be, &S->tables, &row, 1, e + k * sub);
             }
         }
@@ -88,6 +92,42 @@ static int site_index(const nd_config *c, int layer)
     return -1;
 }
 
+/* Needle 3: causal depthwise convolution along time of the chunk's raw q, k
+ * and v (before norms and RoPE), reaching back into the layer's saved rows
+ * of earlier chunks; the chunk's last taps-1 raw rows are then saved. */
+static void qkv_conv(nd_state *s, int l, int T)
+{
+    const nd_model *m = s->m;
+    const nd_backend *be = m->be;
+    const nd_config *c = &m->weights.cfg;
+    const nd_layer_weights *L = &m->weights.layers[l];
+    int taps = c->qkv_conv_taps, W = s->conv_width, p0 = s->pos, hl = s->conv_len;
+    int width[3] = {c->num_heads * c->qk_dim, s->k_width, s->v_width};
+    float *buf[3] = {s->q, s->k, s->v};
+    const float *tap[3] = {L->q_taps, L->k_taps, L->v_taps};
+    int off[3] = {0, width[0], width[0] + width[1]};
+    float *hist = s->conv_hist + (size_t)l * hl * W;
+    const float *src[64];
+    for (int t = 0; t < T; t++)
+        for (int x = 0; x < 3; x++) {
+            for (int j = 0; j < taps; j++) {
+                int p = p0 + t - j;
+                src[j] = p < 0 ? NULL
+                         : p >= p0 ? buf[x] + (size_t)(p - p0) * width[x]
+                                   : hist + (size_t)(p % hl) * W + off[x];
+            }
+            be->ops.engram_taps(be, tap[x], taps, src, width[x], s->conv_out + (size_t)t * W + off[x]);
+        }
+    for (int t = T > hl ? T - hl : 0; t < T; t++)
+        for (int x = 0; x < 3; x++)
+            be->ops.copy(be, hist + (size_t)((p0 + t) % hl) * W + off[x], buf[x] + (size_t)t * width[x],
+                         sizeof(float) * (size_t)width[x]);
+    for (int t = 0; t < T; t++)
+        for (int x = 0; x < 3; x++)
+            be->ops.copy(be, buf[x] + (size_t)t * width[x], s->conv_out + (size_t)t * W + off[x],
+                         sizeof(float) * (size_t)width[x]);
+}
+
 /* b -> Block(b) in place, for the T tokens of the chunk (SPEC: Block). */
 static void block(nd_state *s, int l, int T)
 {
@@ -95,54 +135,70 @@ static void block(nd_state *s, int l, int T)
     const nd_backend *be = m->be;
     const nd_config *c = &m->weights.cfg;
     const nd_layer_weights *L = &m->weights.layers[l];
-    int d = c->d_model, H = c->num_heads, KVH = c->num_kv_heads, hd = c->head_dim;
-    int A = H * hd, KV = c->kv_dim, NH = c->hada_n;
+    int d = c->d_model, H = c->num_heads, KVH = c->num_kv_heads, qk = c->qk_dim, vd = c->v_dim;
+    int Q = H * qk, O = H * vd, KD = s->k_width, VD = s->v_width, NH = c->hada_n;
+    int global = nd_config_layer_is_global(c, l);
 
     be->ops.rmsnorm(be, s->b, d, T, L->norm_in, s->h);
     {
         const nd_matrix *mats[4] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->gate_proj};
         float *outs[4] = {s->q, s->k, s->v, s->g};
-        int lds[4] = {A, KV, KV, A};
+        int lds[4] = {Q, KD, VD, O};
         be->ops.matmul_multi(be, 4, mats, s->h, T, d, outs, lds, s->work);
     }
+    if (c->qkv_conv_taps > 0) qkv_conv(s, l, T);
     for (int t = 0; t < T; t++) {
-        float *q = s->q + (size_t)t * A, *k = s->k + (size_t)t * KV;
-        be->ops.rmsnorm(be, q, hd, H, L->q_norm, q);
-        be->ops.rmsnorm(be, k, hd, KVH, L->k_norm, k);
-        be->ops.rope(be, q, H, hd, s->rope_cs + (size_t)t * hd);
-        be->ops.rope(be, k, KVH, hd, s->rope_cs + (size_t)t * hd);
+        float *q = s->q + (size_t)t * Q, *k = s->k + (size_t)t * KD;
+        be->ops.rmsnorm(be, q, qk, H, L->q_norm, q);
+        be->ops.rmsnorm(be, k, qk, KVH, L->k_norm, k);
+        be->ops.rope(be, q, H, qk, s->rope_cs + (size_t)t * qk);
+        be->ops.rope(be, k, KVH, qk, s->rope_cs + (size_t)t * qk);
     }
+    /* a global layer sees the session's window (and sinks); a local one (Needle 3) its sliding window */
     nd_attn_args a = {
-        .T = T, .pos0 = s->pos, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd,
-        .window = s->window, .sinks = s->sinks, .q = s->q, .k_chunk = s->k, .v_chunk = s->v,
-        .cache_pos = s->cache_pos, .cache_slots = s->cache_slots, .out = s->att, .kv_bits = s->kv_bits,
+        .T = T, .pos0 = s->pos, .num_heads = H, .num_kv_heads = KVH, .head_dim = qk, .v_head_dim = vd,
+        .window = global ? s->window : s->local_window, .sinks = global ? s->sinks : 0, .q = s->q, .k_chunk = s->k,
+        .v_chunk = s->v, .cache_pos = global ? s->cache_pos : s->local_pos,
+        .cache_slots = global ? s->cache_slots : s->local_slots, .out = s->att, .kv_bits = s->kv_bits,
     };
-    size_t layer_off = (size_t)l * s->cache_slots * KV, scale_off = (size_t)l * s->cache_slots * (KV / ND_KV_GROUP);
+    size_t row = (size_t)s->layer_row[l];
     if (s->kv_bits == 8) {
-        a.k_cache8 = s->k_cache8 + layer_off, a.v_cache8 = s->v_cache8 + layer_off;
-        a.k_scale = s->k_scale + scale_off, a.v_scale = s->v_scale + scale_off;
+        a.k_cache8 = s->k_cache8 + row * KD, a.v_cache8 = s->v_cache8 + row * VD;
+        a.k_scale = s->k_scale + row * (KD / ND_KV_GROUP), a.v_scale = s->v_scale + row * (VD / ND_KV_GROUP);
     } else {
-        a.k_cache = s->k_cache + layer_off, a.v_cache = s->v_cache + layer_off;
+        a.k_cache = s->k_cache + row * KD, a.v_cache = s->v_cache + row * VD;
     }
     be->ops.attention(be, &a, s->work);
     /* the chunk's keys join this layer's cache (positions are published after all layers) */
     for (int t = 0; t < T; t++) {
-        size_t slot = (size_t)nd_state_slot_of(s, s->pos + t);
+        size_t slot = (size_t)(global ? nd_state_slot_of(s, s->pos + t) : (s->pos + t) % s->local_slots);
         if (s->kv_bits == 8) {
-            size_t g = (size_t)(KV / ND_KV_GROUP);
-            be->ops.quantize_kv(be, s->k + (size_t)t * KV, KV, s->k_cache8 + layer_off + slot * KV, s->k_scale + scale_off + slot * g);
-            be->ops.quantize_kv(be, s->v + (size_t)t * KV, KV, s->v_cache8 + layer_off + slot * KV, s->v_scale + scale_off + slot * g);
+            be->ops.quantize_kv(be, s->k + (size_t)t * KD, KD, (int8_t *)a.k_cache8 + slot * KD,
+                                (float *)a.k_scale + slot * (KD / ND_KV_GROUP));
+            be->ops.quantize_kv(be, s->v + (size_t)t * VD, VD, (int8_t *)a.v_cache8 + slot * VD,
+                                (float *)a.v_scale + slot * (VD / ND_KV_GROUP));
         } else {
-            be->ops.copy(be, s->k_cache + layer_off + slot * KV, s->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
-            be->ops.copy(be, s->v_cache + layer_off + slot * KV, s->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
+            be->ops.copy(be, (float *)a.k_cache + slot * KD, s->k + (size_t)t * KD, sizeof(float) * (size_t)KD);
+            be->ops.copy(be, (float *)a.v_cache + slot * VD, s->v + (size_t)t * VD, sizeof(float) * (size_t)VD);
         }
     }
-    be->ops.sigmoid_gate(be, s->att, s->g, (size_t)T * A);
-    be->ops.matmul(be, &L->out_proj, s->att, T, A, s->o, d, s->work);
+    be->ops.sigmoid_gate(be, s->att, s->g, (size_t)T * O);
+    be->ops.matmul(be, &L->out_proj, s->att, T, O, s->o, d, s->work);
 
     float gate = nd_sigmoid(L->attn_gate); /* a parameter, not an activation */
     be->ops.rmsnorm(be, s->o, d, T, L->post_attn_norm, s->o);
     for (int t = 0; t < T; t++) be->ops.axpy(be, s->b + (size_t)t * d, gate, s->o + (size_t)t * d, d);
+    if (nd_config_generation(c) == 3) {
+        /* b += MonarchMLP(ZCRMS(b; the MLP norm scale)) */
+        const nd_weights *w = &m->weights;
+        nd_monarch_mlp_args mm = {.T = T, .d = d, .hada_n = NH, .a = c->hada_a, .b_dim = c->hada_b,
+                                  .rank = ND_MLP_GATE_RANK, .norm = L->mlp_norm, .d1 = L->d1, .d2 = L->d2,
+                                  .b2 = L->b2, .d3 = L->d3, .d4 = L->d4, .w1a = L->w1a, .w1b = L->w1b,
+                                  .w2a = L->w2a, .w2b = L->w2b, .w3a = L->w3a, .w3b = L->w3b, .cond_v = L->cond_v,
+                                  .cond_u = L->cond_u, .p1 = w->hada_p1, .p2 = w->hada_p2, .b = s->b, .z = s->mlp};
+        be->ops.monarch_mlp(be, &mm);
+        return;
+    }
     /* b += HadamardMLP(ZCRMS(b; the MLP norm scale)) */
     nd_hada_mlp_args mlp = {.T = T, .d = d, .hada_n = NH, .norm = L->mlp_norm, .d1 = L->d1, .d2 = L->d2,
                             .d3 = L->d3, .b = s->b, .z = s->mlp};
@@ -160,7 +216,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     int d = c->d_model, n = c->mhc_lanes, L = c->num_layers, nd_ = n * d;
     float sqrt_d = sqrtf((float)d);
 
-    for (int t = 0; t < T; t++) nd_rope_row(c->rope_theta, c->head_dim, s->pos + t, s->rope_cs + (size_t)t * c->head_dim);
+    for (int t = 0; t < T; t++) nd_rope_row(c->rope_theta, c->qk_dim, s->pos + t, s->rope_cs + (size_t)t * c->qk_dim);
     be->ops.gather_rows(be, &w->embedding, tokens, T, s->x0);
     be->ops.scale(be, s->x0, T * d, sqrt_d);
     for (int t = 0; t < T; t++) {
@@ -207,6 +263,7 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     /* publish the chunk's positions in the cache and the token history */
     for (int t = 0; t < T; t++) {
         s->cache_pos[nd_state_slot_of(s, s->pos + t)] = s->pos + t;
+        if (s->local_slots > 0) s->local_pos[(s->pos + t) % s->local_slots] = s->pos + t;
         s->tok_hist[(s->pos + t) % s->hist_len] = tokens[t];
     }
 
@@ -219,7 +276,12 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
     }
     if (nw > 0) {
         be->ops.rmsnorm(be, s->fin, d, nw, w->final_norm, s->fin);
-        be->ops.matmul(be, &w->embedding, s->fin, nw, d, logits, c->vocab_size, s->work);
+        /* Needle 3 out_vocab: only E[0:V_o] scores; the rest of each row is -inf */
+        nd_matrix scored = w->embedding;
+        scored.rows = nd_config_logit_width(c);
+        be->ops.matmul(be, &scored, s->fin, nw, d, logits, c->vocab_size, s->work);
+        for (int i = 0; i < nw; i++)
+            for (int v = scored.rows; v < c->vocab_size; v++) logits[(size_t)i * c->vocab_size + v] = -INFINITY;
     }
 }
 

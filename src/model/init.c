@@ -24,7 +24,7 @@ static size_t list_instances(const nd_config *c, instance *out)
     for (int i = 0; i < ND_P_COUNT; i++) {
         const nd_param_desc *p = &nd_params[i];
         if (!nd_param_in_config(p, c)) continue;
-        int n = p->scope == ND_SCOPE_SITE ? c->num_sites : p->scope == ND_SCOPE_HEAD ? ND_NUM_HEAD_KINDS : 1;
+        int n = p->scope == ND_SCOPE_SITE ? c->num_sites : p->scope == ND_SCOPE_HEAD ? nd_head_kinds(c) : 1;
         for (int j = 0; j < n; j++) {
             if (p->scope == ND_SCOPE_HEAD && !nd_param_in_head_ckpt(p, j)) continue;
             if (out) out[k] = (instance){p, j};

@@ -36,7 +36,7 @@ static size_t work_needed(const nd_model *m, int C, int slots)
     }
     const nd_config *c = &w->cfg;
     nd_attn_args a = {.T = C, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
-                      .head_dim = c->head_dim, .cache_slots = slots};
+                      .head_dim = c->qk_dim, .v_head_dim = c->v_dim, .cache_slots = slots};
     size_t z = be->ops.attention_work_floats(be, &a);
     return z > mx ? z : mx;
 }
@@ -54,9 +54,10 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     int kv_bits = opt->kv_bits == 0 ? 32 : opt->kv_bits;
     if (kv_bits != 32 && kv_bits != 8)
         return nd_errorf(err, NEEDLE_EINVAL, "session: kv_bits %d (supported: 32, 8)", opt->kv_bits);
-    if (kv_bits == 8 && c->head_dim % ND_KV_GROUP != 0)
-        return nd_errorf(err, NEEDLE_EUNSUPPORTED, "session: int8 KV cache needs head_dim %% %d == 0 (head_dim %d)",
-                         ND_KV_GROUP, c->head_dim);
+    if (kv_bits == 8 && (c->qk_dim % ND_KV_GROUP != 0 || c->v_dim % ND_KV_GROUP != 0))
+        return nd_errorf(err, NEEDLE_EUNSUPPORTED,
+                         "session: int8 KV cache needs head widths %% %d == 0 (q/k %d, v %d)", ND_KV_GROUP, c->qk_dim,
+                         c->v_dim);
     if (sinks < 0 || sinks > (1 << 20) || window > (1 << 22) || C > (1 << 16))
         return nd_errorf(err, NEEDLE_EINVAL, "session: window %d / sinks %d / chunk %d out of range", window, sinks, C);
 
@@ -70,18 +71,34 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     s->cache_slots = sinks + window;
     s->hist_len = c->conv_dilation > 0 ? c->conv_dilation : 1;
     s->vhist_len = (ND_ENGRAM_TAPS - 1) * s->hist_len + 1;
-    int d = c->d_model, n = c->mhc_lanes, A = c->num_heads * c->head_dim, KV = c->kv_dim, L = c->num_layers;
+    int d = c->d_model, n = c->mhc_lanes, L = c->num_layers;
+    int Q = c->num_heads * c->qk_dim, O = c->num_heads * c->v_dim;
+    int KD = c->num_kv_heads * c->qk_dim, VD = c->num_kv_heads * c->v_dim;
     int sites = c->num_sites, esub = c->num_tables * c->engram_sub;
+    s->k_width = KD, s->v_width = VD;
+    /* local layers (Needle 3) keep at most their window */
+    s->local_window = c->sliding_window > 0 && c->sliding_window < window ? c->sliding_window : window;
+    s->local_slots = s->local_window < s->cache_slots ? s->local_window : s->cache_slots;
+    size_t rows = 0;
+    for (int l = 0; l < L; l++) rows += (size_t)(nd_config_layer_is_global(c, l) ? s->cache_slots : s->local_slots);
+    if (rows > (size_t)INT32_MAX) {
+        free(s);
+        return nd_errorf(err, NEEDLE_EINVAL, "session: KV cache of %zu rows is too large", rows);
+    }
+    s->conv_len = c->qkv_conv_taps > 1 ? c->qkv_conv_taps - 1 : 0;
+    s->conv_width = Q + KD + VD;
     s->work_floats = work_needed(m, C, s->cache_slots);
 
     /* one block: carve float arrays first, then ints (alignment of 64 bytes each) */
     struct { void **p; size_t n, size; } parts[] = {
-        {(void **)&s->k_cache, kv_bits == 32 ? (size_t)L * s->cache_slots * KV : 0, 4},
-        {(void **)&s->v_cache, kv_bits == 32 ? (size_t)L * s->cache_slots * KV : 0, 4},
-        {(void **)&s->k_cache8, kv_bits == 8 ? (size_t)L * s->cache_slots * KV : 0, 1},
-        {(void **)&s->v_cache8, kv_bits == 8 ? (size_t)L * s->cache_slots * KV : 0, 1},
-        {(void **)&s->k_scale, kv_bits == 8 ? (size_t)L * s->cache_slots * (KV / ND_KV_GROUP) : 0, 4},
-        {(void **)&s->v_scale, kv_bits == 8 ? (size_t)L * s->cache_slots * (KV / ND_KV_GROUP) : 0, 4},
+        {(void **)&s->k_cache, kv_bits == 32 ? rows * KD : 0, 4},
+        {(void **)&s->v_cache, kv_bits == 32 ? rows * VD : 0, 4},
+        {(void **)&s->k_cache8, kv_bits == 8 ? rows * KD : 0, 1},
+        {(void **)&s->v_cache8, kv_bits == 8 ? rows * VD : 0, 1},
+        {(void **)&s->k_scale, kv_bits == 8 ? rows * (KD / ND_KV_GROUP) : 0, 4},
+        {(void **)&s->v_scale, kv_bits == 8 ? rows * (VD / ND_KV_GROUP) : 0, 4},
+        {(void **)&s->conv_hist, (size_t)L * s->conv_len * s->conv_width, 4},
+        {(void **)&s->conv_out, c->qkv_conv_taps > 0 ? (size_t)C * s->conv_width : 0, 4},
         {(void **)&s->v_hist, (size_t)(sites ? sites : 1) * s->vhist_len * d, 4},
         {(void **)&s->x0, (size_t)C * d, 4},
         {(void **)&s->X, (size_t)C * n * d, 4},
@@ -89,13 +106,13 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         {(void **)&s->u, (size_t)C * d, 4},
         {(void **)&s->b, (size_t)C * d, 4},
         {(void **)&s->h, (size_t)C * d, 4},
-        {(void **)&s->q, (size_t)C * A, 4},
-        {(void **)&s->k, (size_t)C * KV, 4},
-        {(void **)&s->v, (size_t)C * KV, 4},
-        {(void **)&s->g, (size_t)C * A, 4},
-        {(void **)&s->att, (size_t)C * A, 4},
+        {(void **)&s->q, (size_t)C * Q, 4},
+        {(void **)&s->k, (size_t)C * KD, 4},
+        {(void **)&s->v, (size_t)C * VD, 4},
+        {(void **)&s->g, (size_t)C * O, 4},
+        {(void **)&s->att, (size_t)C * O, 4},
         {(void **)&s->o, (size_t)C * d, 4},
-        {(void **)&s->mlp, (size_t)c->hada_n, 4},
+        {(void **)&s->mlp, (size_t)3 * c->hada_n + 16, 4}, /* the Monarch MLP's scratch (Hadamard: hada_n) */
         {(void **)&s->phi_pre, (size_t)C * n, 4},
         {(void **)&s->phi_post, (size_t)C * n, 4},
         {(void **)&s->phi_res, (size_t)C * n * n, 4},
@@ -104,9 +121,11 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         {(void **)&s->eng_k, (size_t)(sites ? sites : 1) * C * d, 4},
         {(void **)&s->eng_v, (size_t)(sites ? sites : 1) * C * d, 4},
         {(void **)&s->eng_raw, (size_t)C * d, 4},
-        {(void **)&s->rope_cs, (size_t)C * c->head_dim, 4},
+        {(void **)&s->rope_cs, (size_t)C * c->qk_dim, 4},
         {(void **)&s->work, s->work_floats + 16, 4},
         {(void **)&s->cache_pos, (size_t)s->cache_slots, 4},
+        {(void **)&s->local_pos, (size_t)s->local_slots, 4},
+        {(void **)&s->layer_row, (size_t)L, 4},
         {(void **)&s->tok_hist, (size_t)s->hist_len, 4},
         {(void **)&s->rows, (size_t)C * (c->num_tables > 0 ? c->num_tables : 1), 4},
     };
@@ -126,6 +145,10 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         *parts[i].p = parts[i].n ? p : NULL;
         p += (parts[i].n * parts[i].size + 63) & ~(size_t)63;
     }
+    for (int l = 0, row = 0; l < L; l++) {
+        s->layer_row[l] = row;
+        row += nd_config_layer_is_global(c, l) ? s->cache_slots : s->local_slots;
+    }
     nd_state_reset(s);
     *out = s;
     return 0;
@@ -142,6 +165,7 @@ void nd_state_reset(nd_state *s)
 {
     s->pos = 0;
     for (int i = 0; i < s->cache_slots; i++) s->cache_pos[i] = -1;
+    for (int i = 0; i < s->local_slots; i++) s->local_pos[i] = -1;
     for (int i = 0; i < s->hist_len; i++) s->tok_hist[i] = 0;
 }
 

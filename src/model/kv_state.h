@@ -16,9 +16,16 @@ struct nd_state {
     /* KV cache: cache_slots = sinks + min(window, ...) slots per layer.
      * Position p < sinks lives in slot p; later ones in sinks + (p - sinks) % window. */
     int cache_slots;
-    int *cache_pos;  /* position in each slot, -1 = empty (same for every layer) */
+    int *cache_pos;  /* position in each slot, -1 = empty (same for every global layer) */
+    /* Needle 3 local (sliding-window) layers keep only their window: a ring
+     * of local_slots (= min(sliding_window, window)) slots, position p in
+     * slot p % local_slots, with its own positions */
+    int local_window, local_slots;
+    int *local_pos;
+    int *layer_row; /* [L]: first cache row of each layer (global layers cache_slots rows, local local_slots) */
+    int k_width, v_width; /* floats of one cached key / value row: KV*qk and KV*vd */
     int kv_bits;     /* 32 or 8 */
-    float *k_cache;  /* kv_bits 32: [L][cache_slots][KV] */
+    float *k_cache;  /* kv_bits 32: per layer [slots][k_width] (v_cache: v_width) from layer_row */
     float *v_cache;
     int8_t *k_cache8, *v_cache8; /* kv_bits 8: [L][cache_slots][KV] */
     float *k_scale, *v_scale;    /* kv_bits 8: [L][cache_slots][KV / ND_KV_GROUP] */
@@ -30,10 +37,16 @@ struct nd_state {
     int vhist_len;    /* 3D + 1 */
     float *v_hist;    /* [sites][vhist_len][d], position p at p % vhist_len */
 
+    /* Needle 3 q/k/v convolution: the last taps-1 pre-convolution q|k|v rows
+     * of each layer (position p in row p % conv_len), and a chunk's output */
+    int conv_len, conv_width; /* taps - 1; Q + KD + VD */
+    float *conv_hist;         /* [L][conv_len][conv_width] */
+    float *conv_out;          /* [C][conv_width] */
+
     /* scratch for one chunk of up to max_chunk tokens */
     float *x0, *X, *xh, *u, *b, *h, *q, *k, *v, *g, *att, *o, *mlp, *phi_pre, *phi_post, *phi_res, *fin;
     float *eng_e, *eng_k, *eng_v, *eng_raw; /* eng_k/eng_v: [sites][C][d] */
-    float *rope_cs; /* [C][head_dim] cos|sin */
+    float *rope_cs; /* [C][qk] cos|sin */
     int *rows;      /* [C * max(1, T_e)] gather indices */
     float *work;
     size_t work_floats;

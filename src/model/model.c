@@ -102,8 +102,9 @@ static int check_weights(const nd_weights *w, needle_error *err)
                 return nd_errorf(err, NEEDLE_EFORMAT, "model: head %d is inconsistent", k);
             const void *f = nd_param_field_c(p, base);
             if (p->kind == ND_KIND_MATRIX) {
-                int rows = (int)nd_dim_value_sized(c, p->rows, h ? h->num_probes : 0, h ? h->out_dim : 0);
-                int cols = (int)nd_dim_value_sized(c, p->cols, h ? h->num_probes : 0, h ? h->out_dim : 0);
+                int hp = h ? h->num_probes : 0, hq = h ? h->num_queries : 0, ho = h ? h->out_dim : 0;
+                int rows = (int)nd_dim_value_head(c, p->rows, hp, hq, ho);
+                int cols = (int)nd_dim_value_head(c, p->cols, hp, hq, ho);
                 if ((rc = check_matrix(f, rows, cols, p->field_name, k, err))) return rc;
             } else if (p->kind == ND_KIND_VECTOR && !*(const float *const *)f &&
                        (!h || nd_param_in_head_ckpt(p, k))) { /* a head may lack what its checkpoint lacks */

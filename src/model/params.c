@@ -24,19 +24,26 @@ const nd_param_desc nd_params[ND_P_COUNT] = {
 };
 
 const nd_head_kind nd_param_heads[ND_NUM_HEAD_KINDS] = {
-    [ND_HEAD_INDEX_CONTRASTIVE] = {ND_HEAD_CONTRASTIVE, "contrastive", offsetof(nd_weights, contrastive), 4},
-    [ND_HEAD_INDEX_CONFIDENCE] = {ND_HEAD_CONFIDENCE, "confidence", offsetof(nd_weights, confidence), 8},
+    [ND_HEAD_INDEX_CONTRASTIVE] = {ND_HEAD_CONTRASTIVE, "contrastive", offsetof(nd_weights, contrastive), 4,
+                                   "embedding"},
+    [ND_HEAD_INDEX_CONFIDENCE] = {ND_HEAD_CONFIDENCE, "confidence", offsetof(nd_weights, confidence), 8,
+                                  "confidence"},
+    [ND_HEAD_INDEX_ROUTER] = {ND_HEAD_ROUTER, "router", offsetof(nd_weights, router), 4, "router"},
 };
 
-int nd_config_generation(const nd_config *c)
+int nd_config_generation(const nd_config *c) { return c->generation == 3 ? 3 : 2; }
+
+int nd_head_kinds(const nd_config *c) { return nd_config_generation(c) == 3 ? 3 : 2; }
+
+int nd_param_in_head_cact(const nd_param_desc *p, int head)
 {
-    (void)c; /* every config this tree reads is Needle 2; a Needle 3 config will say so here */
-    return 2;
+    return p->cact_heads == 0 || (p->cact_heads >> head & 1u);
 }
 
 int nd_param_in_config(const nd_param_desc *p, const nd_config *c)
 {
     unsigned gen = nd_config_generation(c) == 3 ? ND_GEN_3 : ND_GEN_2;
+    if (p->ck[0] == ND_DIM_TAPS && c->qkv_conv_taps == 0) return 0; /* no q/k/v convolution */
     return p->gens == 0 || (p->gens & gen) != 0;
 }
 
@@ -44,8 +51,12 @@ int nd_param_in_head_ckpt(const nd_param_desc *p, int head) { return p->heads ==
 
 int nd_head_out_dim(const nd_config *c, int head)
 {
-    return head == ND_HEAD_INDEX_CONTRASTIVE ? c->contrastive_dim : 1;
+    return head == ND_HEAD_INDEX_CONTRASTIVE ? c->contrastive_dim : head == ND_HEAD_INDEX_ROUTER ? 3 : 1;
 }
+
+/* v3 defaults for a head's probes per row and queries (SPEC-needle3 1.1) */
+#define ND_V3_HEAD_K 4
+#define ND_V3_HEAD_Q 4
 
 int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
 {
@@ -56,11 +67,21 @@ int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
     case ND_DIM_ONE: return 1;
     case ND_DIM_V: return c->vocab_size;
     case ND_DIM_D: return d;
-    case ND_DIM_Q:
-    case ND_DIM_O: return (int64_t)c->num_heads * c->head_dim;
-    case ND_DIM_KD:
-    case ND_DIM_VD: return c->kv_dim;
-    case ND_DIM_QK: return c->head_dim;
+    case ND_DIM_Q: return (int64_t)c->num_heads * c->qk_dim;
+    case ND_DIM_O: return (int64_t)c->num_heads * c->v_dim;
+    case ND_DIM_KD: return (int64_t)c->num_kv_heads * c->qk_dim;
+    case ND_DIM_VD: return (int64_t)c->num_kv_heads * c->v_dim;
+    case ND_DIM_QK: return c->qk_dim;
+    case ND_DIM_TAPS: return c->qkv_conv_taps;
+    case ND_DIM_HA: return c->hada_a;
+    case ND_DIM_HB: return c->hada_b;
+    case ND_DIM_RANK: return ND_MLP_GATE_RANK;
+    case ND_DIM_L1: return (int64_t)c->num_layers + 1;
+    case ND_DIM_HK: return head >= 0 ? ND_V3_HEAD_K : 0;
+    case ND_DIM_HQ: return head >= 0 ? ND_V3_HEAD_Q : 0;
+    case ND_DIM_L1K: return head >= 0 ? ((int64_t)c->num_layers + 1) * ND_V3_HEAD_K : 0;
+    case ND_DIM_HQD: return head >= 0 ? (int64_t)ND_V3_HEAD_Q * d : 0;
+    case ND_DIM_THREE: return 3;
     case ND_DIM_NH: return c->hada_n;
     case ND_DIM_N: return n;
     case ND_DIM_NN: return n * n;
@@ -80,10 +101,21 @@ int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
 
 int64_t nd_dim_value_sized(const nd_config *c, nd_dim dim, int num_probes, int out_dim)
 {
-    if (dim == ND_DIM_PROBES) return num_probes;
-    if (dim == ND_DIM_PD) return (int64_t)num_probes * c->d_model;
-    if (dim == ND_DIM_HEAD_OUT) return out_dim;
-    return nd_dim_value(c, dim, -1);
+    return nd_dim_value_head(c, dim, num_probes, 0, out_dim);
+}
+
+int64_t nd_dim_value_head(const nd_config *c, nd_dim dim, int num_probes, int num_queries, int out_dim)
+{
+    switch (dim) {
+    case ND_DIM_PROBES:
+    case ND_DIM_HK: return num_probes;
+    case ND_DIM_PD: return (int64_t)num_probes * c->d_model;
+    case ND_DIM_HEAD_OUT: return out_dim;
+    case ND_DIM_HQ: return num_queries;
+    case ND_DIM_L1K: return ((int64_t)c->num_layers + 1) * num_probes;
+    case ND_DIM_HQD: return (int64_t)num_queries * c->d_model;
+    default: return nd_dim_value(c, dim, -1);
+    }
 }
 
 void *nd_param_base(nd_weights *w, const nd_param_desc *p, int index)
@@ -107,7 +139,7 @@ int nd_param_instances(const nd_weights *w, const nd_param_desc *p)
     switch (p->scope) {
     case ND_SCOPE_LAYER: return w->cfg.num_layers;
     case ND_SCOPE_SITE: return w->cfg.num_sites;
-    case ND_SCOPE_HEAD: return ND_NUM_HEAD_KINDS;
+    case ND_SCOPE_HEAD: return nd_head_kinds(&w->cfg);
     case ND_SCOPE_GLOBAL: break;
     }
     return 1;
@@ -144,6 +176,56 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
+/* MT19937 seeded with init_genrand(seed), then the Fisher-Yates shuffle with
+ * masked rejection sampling that numpy's legacy RandomState.permutation does
+ * (as restated in the Needle 3 golden README), so `needle init` writes the
+ * permutations the reference exporter writes. */
+typedef struct mt19937 {
+    uint32_t s[624];
+    int i;
+} mt19937;
+
+static void mt_seed(mt19937 *m, uint32_t seed)
+{
+    m->s[0] = seed;
+    for (int i = 1; i < 624; i++) m->s[i] = 1812433253u * (m->s[i - 1] ^ (m->s[i - 1] >> 30)) + (uint32_t)i;
+    m->i = 624;
+}
+
+static uint32_t mt_next(mt19937 *m)
+{
+    if (m->i >= 624) {
+        for (int k = 0; k < 624; k++) {
+            uint32_t y = (m->s[k] & 0x80000000u) | (m->s[(k + 1) % 624] & 0x7fffffffu);
+            m->s[k] = m->s[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        m->i = 0;
+    }
+    uint32_t y = m->s[m->i++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+void nd_legacy_permutation(uint32_t seed, float *out, size_t n)
+{
+    mt19937 m;
+    mt_seed(&m, seed);
+    for (size_t i = 0; i < n; i++) out[i] = (float)i;
+    for (size_t i = n; i-- > 1;) {
+        uint32_t mask = (uint32_t)i;
+        mask |= mask >> 1, mask |= mask >> 2, mask |= mask >> 4, mask |= mask >> 8, mask |= mask >> 16;
+        uint32_t j;
+        do j = mt_next(&m) & mask;
+        while (j > i);
+        float t = out[i];
+        out[i] = out[j];
+        out[j] = t;
+    }
+}
+
 void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, int ndim, const int64_t *shape,
                         int num_layers, uint64_t seed)
 {
@@ -169,6 +251,18 @@ void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, i
             for (int64_t i = 0; i < n; i++) data[m + (size_t)(i * n + i)] = (float)v;
         break;
     }
+    case ND_INIT_WALSH: {
+        int64_t n = shape[ndim - 1];
+        float inv = (float)(1.0 / sqrt((double)n));
+        for (size_t m = 0; m < numel; m += (size_t)(n * n))
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++) /* Sylvester order: the sign is the parity of popcount(i & j) */
+                    data[m + (size_t)(i * n + j)] = __builtin_parityll((unsigned long long)(i & j)) ? -inv : inv;
+        break;
+    }
+    case ND_INIT_PERMUTATION:
+        nd_legacy_permutation((uint32_t)v, data, numel);
+        break;
     case ND_INIT_FIRST_ROW: {
         size_t row = (size_t)shape[ndim - 1];
         memset(data, 0, numel * sizeof(float));

@@ -50,15 +50,30 @@ typedef enum {
     ND_DIM_CONV_TAPS, /* the engram convolution's 4 taps */
     ND_DIM_PROBES,    /* a head's probe count P */
     ND_DIM_PD,        /* P * d_model */
-    ND_DIM_HEAD_OUT   /* a head's output width */
+    ND_DIM_HEAD_OUT,  /* a head's output width */
+    /* Needle 3 */
+    ND_DIM_TAPS,      /* qkv_conv_taps */
+    ND_DIM_HA,        /* Monarch factor a */
+    ND_DIM_HB,        /* Monarch factor b */
+    ND_DIM_RANK,      /* the MLP gate's rank (8) */
+    ND_DIM_L1,        /* num_layers + 1 (the head rows) */
+    ND_DIM_HK,        /* a v3 head's probes per row k */
+    ND_DIM_HQ,        /* a v3 head's queries q */
+    ND_DIM_L1K,       /* (L+1) * k */
+    ND_DIM_HQD,       /* q * d_model */
+    ND_DIM_THREE      /* 3 (the router's calibration) */
 } nd_dim;
+
+#define ND_MLP_GATE_RANK 8
 
 typedef enum {
     ND_INIT_CONST = 0,       /* every element = init_value */
     ND_INIT_NORMAL,          /* N(0, init_value) */
     ND_INIT_NORMAL_RESIDUAL, /* N(0, init_value / sqrt(2 L)): residual-writing projections */
     ND_INIT_EYE,             /* init_value * I on the trailing (n, n) axes */
-    ND_INIT_FIRST_ROW        /* first row init_value, the rest 0 (taps start as identity) */
+    ND_INIT_FIRST_ROW,       /* first row init_value, the rest 0 (taps start as identity) */
+    ND_INIT_WALSH,           /* the normalised Walsh matrix H_n / sqrt(n) on the trailing (n, n) axes */
+    ND_INIT_PERMUTATION      /* numpy RandomState(init_value).permutation(n), as floats */
 } nd_init_kind;
 
 /* LoRA targets (SPEC 9), numbered from 1 so that 0 means "not a target". */
@@ -69,9 +84,12 @@ enum { ND_LORA_Q = 1, ND_LORA_K, ND_LORA_V, ND_LORA_GATE, ND_LORA_OUT };
 enum { ND_GEN_2 = 1 << 0, ND_GEN_3 = 1 << 1 };
 
 /* The probe heads: index in nd_param_heads[], code in the .cact manifest
- * (code = index + 1, the order the reference writes them). */
-enum { ND_HEAD_INDEX_CONTRASTIVE = 0, ND_HEAD_INDEX_CONFIDENCE = 1, ND_NUM_HEAD_KINDS = 2 };
-enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2 };
+ * (code = index + 1, the order the reference writes them).  Needle 3 calls
+ * code 1 the embedding head and adds the router (code 3). */
+enum { ND_HEAD_INDEX_CONTRASTIVE = 0, ND_HEAD_INDEX_CONFIDENCE = 1, ND_HEAD_INDEX_ROUTER = 2, ND_NUM_HEAD_KINDS = 3 };
+enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2, ND_HEAD_ROUTER = 3 };
+/* Head kinds a generation has: v2 the first two, v3 all three. */
+int nd_head_kinds(const nd_config *c);
 
 #define ND_PARAM_CK_DIMS 3
 
@@ -93,13 +111,16 @@ typedef struct nd_param_desc {
     unsigned heads;
     int gather;
     unsigned gens;
+    unsigned cact_heads; /* HEAD only: heads whose .cact group has it (mask; 0 = every head) */
+    int fp32;            /* stored as FP32 in .cact (the MLP permutations) */
 } nd_param_desc;
 
 typedef struct nd_head_kind {
     int code;         /* ND_HEAD_* (the .cact manifest value) */
     const char *name; /* "%s" in the table's names */
     size_t offset;    /* of its nd_head_weights in nd_weights */
-    int num_probes;
+    int num_probes;   /* v2 probe count */
+    const char *name3; /* its name in Needle 3 */
 } nd_head_kind;
 
 extern const nd_param_desc nd_params[ND_P_COUNT];
@@ -114,8 +135,12 @@ int nd_param_in_head_ckpt(const nd_param_desc *p, int head);
 
 /* The value of a symbolic dimension (head: index, or -1 outside heads). */
 int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head);
-/* The same with a head's actual probe count and output width (from a file). */
+/* The same with a head's actual probe count and output width (from a file);
+ * for v3 heads num_probes is k (probes per row), num_queries q. */
 int64_t nd_dim_value_sized(const nd_config *c, nd_dim dim, int num_probes, int out_dim);
+int64_t nd_dim_value_head(const nd_config *c, nd_dim dim, int num_probes, int num_queries, int out_dim);
+/* Is p in head kind `head`'s .cact group? */
+int nd_param_in_head_cact(const nd_param_desc *p, int head);
 /* The head's output width under c. */
 int nd_head_out_dim(const nd_config *c, int head);
 
@@ -147,6 +172,10 @@ int nd_param_instances(const struct nd_weights *w, const nd_param_desc *p);
 /* Reference initialisation of one checkpoint-layout tensor (SPEC 3): NORMAL
  * kinds draw from the stream (seed, FNV-1a of the checkpoint name), so the
  * result does not depend on tensor order.  num_layers sizes the residual std. */
+/* numpy's legacy RandomState(seed).permutation(n), as floats (the Needle 3
+ * exporter's MLP permutations use seeds 11 and 13). */
+void nd_legacy_permutation(uint32_t seed, float *out, size_t n);
+
 void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, int ndim, const int64_t *shape,
                         int num_layers, uint64_t seed);
 

@@ -54,7 +54,8 @@ typedef struct nd_site_weights {
 
 typedef struct nd_head_weights {
     int present;
-    int num_probes, out_dim;
+    int num_probes, out_dim; /* v3: num_probes is k, the probes per row of cells */
+    int num_queries;         /* v3: q */
     /* probes [P, d], proj [out, P*d], bias [out] (zeros for the contrastive
      * head), log_temp (contrastive only; 0 when unknown, e.g. from .cact) */
 #define ND_PARAM(ROLE, field, SCOPE, KIND, ...) ND_FIELD_IF_HEAD_##SCOPE(KIND, field)
@@ -70,7 +71,7 @@ typedef struct nd_weights {
 #undef ND_PARAM
     nd_layer_weights *layers; /* num_layers */
     nd_site_weights sites[ND_MAX_SITES]; /* num_sites, in cfg.engram_layers order */
-    nd_head_weights contrastive, confidence;
+    nd_head_weights contrastive, confidence, router; /* v3: contrastive is the embedding head */
     float codebooks[28]; /* cb2[4] | cb3[8] | cb4[16] as in the .cact header */
     float ternary_codebook[4];
 

@@ -225,7 +225,7 @@ static int load(loader *L)
             for (int s = 0; s < w->cfg.num_sites; s++) TRY(load_param(L, p, s));
         else if (p->scope != ND_SCOPE_HEAD) TRY(load_param(L, p, 0));
     }
-    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) TRY(load_head(L, k));
+    for (int k = 0; k < nd_head_kinds(&w->cfg); k++) TRY(load_head(L, k));
     return 0;
 }
 

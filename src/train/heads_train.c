@@ -466,7 +466,7 @@ static int write_checkpoint(const char *in_path, const char *out_path, const nd_
     char(*names)[96] = malloc(MAX_HEAD_TENSORS * sizeof *names);
     nd_st_out_tensor *t = calloc(st.count + MAX_HEAD_TENSORS, sizeof *t);
     int ok = t != NULL && names != NULL;
-    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+    for (int k = 0; k < ND_HEAD_INDEX_ROUTER; k++) {
         const nd_head_params *h = hp[k];
         size_t pd = (size_t)h->P * h->d;
         kernel[k] = ok ? malloc(sizeof(float) * pd * (size_t)h->out) : NULL;
@@ -493,8 +493,8 @@ static int write_checkpoint(const char *in_path, const char *out_path, const nd_
     int used = 0;
     for (int i = 0; i < ND_P_COUNT; i++) {
         const nd_param_desc *p = &nd_params[i];
-        if (p->scope != ND_SCOPE_HEAD) continue;
-        for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+        if (p->scope != ND_SCOPE_HEAD || (p->gens && !(p->gens & ND_GEN_2))) continue; /* Needle 2 heads only */
+        for (int k = 0; k < ND_HEAD_INDEX_ROUTER; k++) {
             if (!nd_param_in_head_ckpt(p, k) || used == MAX_HEAD_TENSORS) continue;
             const nd_head_params *h = hp[k];
             char *nm = names[used++];
@@ -520,7 +520,7 @@ static int write_checkpoint(const char *in_path, const char *out_path, const nd_
     rc = nd_st_write(out_path, t, n, (const char *const *)st.meta_keys, (const char *const *)st.meta_values,
                      st.meta_count, err);
 out:
-    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) free(kernel[k]);
+    for (int k = 0; k < ND_HEAD_INDEX_ROUTER; k++) free(kernel[k]);
     free(names);
     free(t);
     nd_st_close(&st);

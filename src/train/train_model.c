@@ -150,7 +150,7 @@ int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error 
         for (int i = 0; i < ND_P_COUNT; i++) {
             const nd_param_desc *p = &nd_params[i];
             if (!nd_param_in_config(p, c)) continue;
-            int n = p->scope == ND_SCOPE_SITE ? c->num_sites : p->scope == ND_SCOPE_HEAD ? ND_NUM_HEAD_KINDS : 1;
+            int n = p->scope == ND_SCOPE_SITE ? c->num_sites : p->scope == ND_SCOPE_HEAD ? nd_head_kinds(c) : 1;
             for (int k = 0; k < n; k++) {
                 if (p->scope == ND_SCOPE_HEAD && !nd_param_in_head_ckpt(p, k)) continue;
                 if (pass) add_tensor(m, p, k);

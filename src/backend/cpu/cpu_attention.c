@@ -114,7 +114,10 @@ static void attn_task(void *ctx, int task, int thread)
     const attn_job *j = ctx;
     const nd_attn_args *a = j->a;
     int t = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
-    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP, A = a->num_heads * hd;
+    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP;
+    /* values and outputs may be narrower or wider than keys (Needle 3) */
+    int vd = a->v_head_dim > 0 ? a->v_head_dim : hd, vw_ = a->num_kv_heads * vd, vgroups = vw_ / ND_KV_GROUP;
+    int A = a->num_heads * hd, Ao = a->num_heads * vd, wd = vd > hd ? vd : hd;
     int G = a->num_heads / a->num_kv_heads;
     int qpos = a->pos0 + t;
     size_t keys = keys_of(a);
@@ -128,31 +131,31 @@ static void attn_task(void *ctx, int task, int thread)
     for (const int *vis = j->visible + (size_t)t * keys; *vis >= 0; vis++) {
         int s = *vis;
         if (a->kv_bits == 8) {
-            float *kw = wide + (size_t)n * (size_t)hd, *vw = wide + (keys + (size_t)n) * (size_t)hd;
+            float *kw = wide + (size_t)n * (size_t)wd, *vw = wide + (keys + (size_t)n) * (size_t)wd;
             widen(a->k_cache8 + (size_t)s * kvw + (size_t)kvh * hd,
                   a->k_scale + (size_t)s * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, kw);
-            widen(a->v_cache8 + (size_t)s * kvw + (size_t)kvh * hd,
-                  a->v_scale + (size_t)s * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, vw);
+            widen(a->v_cache8 + (size_t)s * vw_ + (size_t)kvh * vd,
+                  a->v_scale + (size_t)s * vgroups + (size_t)kvh * vd / ND_KV_GROUP, vd, vw);
             krow[n] = kw, vrow[n] = vw;
         } else {
             krow[n] = a->k_cache + (size_t)s * (size_t)kvw + (size_t)kvh * (size_t)hd;
-            vrow[n] = a->v_cache + (size_t)s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+            vrow[n] = a->v_cache + (size_t)s * (size_t)vw_ + (size_t)kvh * (size_t)vd;
         }
         n++;
     }
     for (int u = 0; u <= t; u++) {
         if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
         krow[n] = a->k_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
-        vrow[n] = a->v_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        vrow[n] = a->v_chunk + (size_t)u * (size_t)vw_ + (size_t)kvh * (size_t)vd;
         n++;
     }
 
     /* the G query heads of this KV head are contiguous */
     const float *q = a->q + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
-    float *o = a->out + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
-    float *inv = wide + (a->kv_bits == 8 ? 2 * keys * (size_t)hd : 0);
+    float *o = a->out + (size_t)t * (size_t)Ao + (size_t)kvh * (size_t)G * (size_t)vd;
+    float *inv = wide + (a->kv_bits == 8 ? 2 * keys * (size_t)wd : 0);
     if (n == 0) {
-        for (int c = 0; c < G * hd; c++) o[c] = 0.0f;
+        for (int c = 0; c < G * vd; c++) o[c] = 0.0f;
         return;
     }
 
@@ -191,21 +194,21 @@ static void attn_task(void *ctx, int task, int thread)
     }
     /* weighted sum of values: four vectors per head at a time, heads in pairs */
     int c = 0;
-    for (; c + 4 * ND_VW <= hd; c += 4 * ND_VW)
+    for (; c + 4 * ND_VW <= vd; c += 4 * ND_VW)
         for (int g = 0; g < G; g += 2) {
             const float *e = score + (size_t)g * keys;
-            float *og = o + (size_t)g * (size_t)hd;
-            if (g + 1 < G) weighted_sum4(vrow, n, c, e, inv[g], og, e + keys, inv[g + 1], og + hd);
+            float *og = o + (size_t)g * (size_t)vd;
+            if (g + 1 < G) weighted_sum4(vrow, n, c, e, inv[g], og, e + keys, inv[g + 1], og + vd);
             else weighted_sum4(vrow, n, c, e, inv[g], og, NULL, 0.0f, NULL);
         }
-    for (; c + ND_VW <= hd; c += ND_VW)
+    for (; c + ND_VW <= vd; c += ND_VW)
         for (int g = 0; g < G; g++)
-            weighted_sum1(vrow, n, c, score + (size_t)g * keys, inv[g], o + (size_t)g * (size_t)hd);
-    for (; c < hd; c++) /* tail of a head_dim that is not a multiple of the vector width */
+            weighted_sum1(vrow, n, c, score + (size_t)g * keys, inv[g], o + (size_t)g * (size_t)vd);
+    for (; c < vd; c++) /* tail of a head width that is not a multiple of the vector width */
         for (int g = 0; g < G; g++) {
             float acc = 0.0f;
             for (int i = 0; i < n; i++) acc += score[(size_t)g * keys + (size_t)i] * vrow[i][c];
-            o[(size_t)g * (size_t)hd + (size_t)c] = acc * inv[g];
+            o[(size_t)g * (size_t)vd + (size_t)c] = acc * inv[g];
         }
 }
 
@@ -213,7 +216,8 @@ static size_t per_thread_floats(const nd_attn_args *a)
 {
     size_t keys = keys_of(a), G = (size_t)(a->num_heads / (a->num_kv_heads > 0 ? a->num_kv_heads : 1));
     size_t f = scores_floats((int)G, keys) + 2 * keys * PTR_FLOATS + G + 16; /* + 1/sums */
-    if (a->kv_bits == 8) f += 2 * keys * (size_t)a->head_dim;
+    int wd = a->v_head_dim > a->head_dim ? a->v_head_dim : a->head_dim;
+    if (a->kv_bits == 8) f += 2 * keys * (size_t)wd;
     return (f + 15) & ~(size_t)15;
 }
 

@@ -162,6 +162,18 @@ static void cpu_head_pool(const nd_backend *be, const float *probes, int num_pro
     nd_cpu_head_pool(probes, num_probes, d, cells, n_cells, pooled, wts);
 }
 
+static void cpu_monarch_mlp(const nd_backend *be, const nd_monarch_mlp_args *a)
+{
+    (void)be;
+    nd_cpu_monarch_mlp(a);
+}
+
+static void cpu_probe_head(const nd_backend *be, const nd_probe_head_args *a)
+{
+    (void)be;
+    nd_cpu_probe_head(a);
+}
+
 static const nd_backend_ops cpu_ops = {
     .supports_op = cpu_supports,
     .alloc = cpu_alloc,
@@ -189,6 +201,8 @@ static const nd_backend_ops cpu_ops = {
     .engram_gate = cpu_engram_gate,
     .lane_mean = cpu_lane_mean,
     .head_pool = cpu_head_pool,
+    .monarch_mlp = cpu_monarch_mlp,
+    .probe_head = cpu_probe_head,
 };
 
 const nd_backend_entry nd_backend_entry_cpu = {

@@ -59,6 +59,10 @@ void nd_cpu_lane_mean(const float *X, int T, int n, int d, float *out, size_t ld
 void nd_cpu_head_pool(const float *probes, int num_probes, int d, const float *cells, int n_cells, float *pooled,
                       float *wts);
 
+/* Needle 3 (cpu_monarch.c, cpu_probe_head.c) */
+void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a);
+void nd_cpu_probe_head(const nd_probe_head_args *a);
+
 static inline float nd_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float nd_siluf(float x) { return x / (1.0f + expf(-x)); }
 

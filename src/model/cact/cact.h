@@ -22,6 +22,12 @@
 
 #define ND_CACT_TAG 0x05E12A83u
 #define ND_CACT_HEADER_BYTES 120
+/* Needle 3 (SPEC-needle3 5.7): its own tag, a 196-byte header (48 u32 + f32) */
+#define ND_CACT_TAG_V3 0x05E12A84u
+#define ND_CACT_HEADER_BYTES_V3 196
+#define ND_CACT_MAX_SITES_V3 16
+/* CQ bits 1 (binary, v3 only): codebook {-sqrt(2/pi), +sqrt(2/pi)} / sqrt(128), not in the header */
+#define ND_CACT_BITS_BINARY 1
 #define ND_CACT_RECORD_BYTES 44
 #define ND_CACT_CODEBOOK_LEN 28
 #define ND_CACT_ALIGN 64
@@ -33,11 +39,20 @@ enum { ND_CACT_FP16 = 1, ND_CACT_FP32 = 2, ND_CACT_CQ = 3, ND_CACT_RAW = 4 };
 /* heads.manifest codes: ND_HEAD_CONTRASTIVE, ND_HEAD_CONFIDENCE (model/params.h) */
 
 typedef struct nd_cact_header {
+    uint32_t version; /* 2 or 3, from the tag */
     uint32_t tag, num_tensors, codebook_len, kv_window, kv_bits, vocab, d_model, num_heads, num_kv_heads,
         num_layers, head_dim, max_seq_len, hada_n, mhc_lanes, engram_slots, engram_sub_dim, num_engram_tables,
-        conv_taps, conv_dilation, num_orders, orders[4], num_sites, sites[4];
+        conv_taps, conv_dilation, num_orders, orders[4], num_sites, sites[ND_CACT_MAX_SITES_V3];
     float rope_theta;
+    /* v3 only (head_dim holds qk_head_dim there) */
+    uint32_t out_vocab, v_head_dim, sliding_window, global_mask_lo, global_mask_hi, qkv_conv_taps, engram_seed_heads;
 } nd_cact_header;
+
+/* The header's size for its version. */
+static inline size_t nd_cact_header_bytes(const nd_cact_header *h)
+{
+    return h->version == 3 ? ND_CACT_HEADER_BYTES_V3 : ND_CACT_HEADER_BYTES;
+}
 
 typedef struct nd_cact_record {
     uint8_t dtype, ndim;
@@ -93,6 +108,7 @@ typedef struct nd_cact_slot {
     int head;       /* head slots: index in the manifest */
     int head_code;  /* head slots: ND_HEAD_* */
     int head_kind;  /* head slots: index in nd_param_heads (ND_HEAD_INDEX_*) */
+    int flat3;      /* accepted from a 3-D float record whose first two axes flatten to rows (v3 FP16 head probes) */
     int ndim;
     uint32_t shape[4];
     char name[48];      /* display name, e.g. "layers.2.attn.q_proj" */
@@ -101,9 +117,10 @@ typedef struct nd_cact_slot {
 
 /* A head as the layout needs it. */
 typedef struct nd_cact_head_shape {
-    int code;       /* ND_HEAD_* */
-    int num_probes; /* P */
-    int out_dim;    /* rows of proj */
+    int code;        /* ND_HEAD_* */
+    int num_probes;  /* P (v3: probes per row k) */
+    int out_dim;     /* rows of proj */
+    int num_queries; /* v3: q */
 } nd_cact_head_shape;
 
 /* The expected tensor sequence for geometry cfg (derived fields filled) and

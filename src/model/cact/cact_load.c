@@ -66,7 +66,20 @@ static nd_matrix load_matrix(loader *ld, const nd_cact_slot *s, const nd_cact_re
     m.rows = (int)s->shape[0];
     m.cols = (int)s->shape[1];
     const uint8_t *p = ld->f->data + r->offset;
-    if (r->dtype == ND_CACT_CQ) {
+    if (r->dtype == ND_CACT_CQ && r->bits == ND_CACT_BITS_BINARY) {
+        /* binary (v3): the kernels have no 1-bit path, so it is widened here,
+         * row by row through the one CQ decoder */
+        float cb[2] = {-sqrtf(2.0f / 3.14159265358979f) / sqrtf(128.0f), sqrtf(2.0f / 3.14159265358979f) / sqrtf(128.0f)};
+        int cols_pad = nd_cq_cols_pad(m.cols);
+        size_t row_bytes = (size_t)cols_pad / 8, norm_bytes = (size_t)(cols_pad / ND_CQ_GROUP) * 2;
+        const uint8_t *norms = p + (size_t)m.rows * row_bytes;
+        for (int i = 0; i < m.rows; i++)
+            nd_cq_dequant_row(p + (size_t)i * row_bytes, norms + (size_t)i * norm_bytes, m.cols, 1, cb,
+                              ld->cursor + (size_t)i * (size_t)m.cols);
+        m.kind = ND_MAT_F32;
+        m.f32 = ld->cursor;
+        ld->cursor += slot_elems(s);
+    } else if (r->dtype == ND_CACT_CQ) {
         m.kind = ND_MAT_CQ;
         m.cq_bits = (int)r->bits;
         m.cols_pad = nd_cq_cols_pad(m.cols);
@@ -143,6 +156,10 @@ static int bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r,
         m = load_matrix(ld, s, r);
         rc = m.kind == ND_MAT_CQ ? refuse_nonfinite_norms(&m, where, s, err)
                                  : refuse_nonfinite_floats(m.f32, slot_elems(s), where, s, err);
+        if (!rc && p->scope == ND_SCOPE_HEAD && p->rows == ND_DIM_HQ) {
+            nd_head_weights *h = slot_base(w, s, -1);
+            h->num_queries = (int)s->shape[0];
+        }
     } else {
         v = load_floats(ld, s, r);
         rc = refuse_nonfinite_floats(v, slot_elems(s), where, s, err);
@@ -166,6 +183,7 @@ static int bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r,
         h->present = 1;
         if (p->kind == ND_KIND_MATRIX && p->rows == ND_DIM_HEAD_OUT) h->out_dim = (int)s->shape[0];
         if (p->kind == ND_KIND_VECTOR && p->ck[0] == ND_DIM_PROBES) h->num_probes = (int)s->shape[0];
+        if (p->role == ND_P_HEAD_GAIN) h->num_probes = (int)s->shape[1]; /* v3: k */
     }
     return 0;
 }
@@ -180,7 +198,9 @@ static int load_parsed(const nd_cact_file *f, const char *where, nd_weights *w, 
     /* one block for every widened float, plus the codebooks */
     uint64_t floats = OWNED_CODEBOOK_FLOATS;
     for (uint32_t i = 0; i < f->hdr.num_tensors; i++)
-        if (f->records[i].dtype == ND_CACT_FP16 || f->records[i].dtype == ND_CACT_FP32) floats += slot_elems(&slots[i]);
+        if (f->records[i].dtype == ND_CACT_FP16 || f->records[i].dtype == ND_CACT_FP32 ||
+            (f->records[i].dtype == ND_CACT_CQ && f->records[i].bits == ND_CACT_BITS_BINARY))
+            floats += slot_elems(&slots[i]);
     if (floats > SIZE_MAX / sizeof(float)) {
         free(slots);
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: float tensors too large for memory", where);

@@ -20,11 +20,35 @@ static float rd_f32(const uint8_t *p)
     return f;
 }
 
-int nd_cact_sniff(const uint8_t *data, size_t size) { return size >= 4 && rd_u32(data) == ND_CACT_TAG; }
+int nd_cact_sniff(const uint8_t *data, size_t size)
+{
+    return size >= 4 && (rd_u32(data) == ND_CACT_TAG || rd_u32(data) == ND_CACT_TAG_V3);
+}
+
+/* SPEC-needle3 5.7: 48 u32 then f32 rope_theta at byte 192. */
+static void parse_header_v3(const uint8_t *p, nd_cact_header *h)
+{
+    uint32_t v[48];
+    for (int i = 0; i < 48; i++) v[i] = rd_u32(p + 4 * i);
+    memset(h, 0, sizeof *h);
+    h->version = 3;
+    h->tag = v[0], h->num_tensors = v[1], h->codebook_len = v[2], h->kv_window = v[3], h->kv_bits = v[4];
+    h->vocab = v[5], h->out_vocab = v[6], h->d_model = v[7], h->num_heads = v[8], h->num_kv_heads = v[9];
+    h->num_layers = v[10], h->head_dim = v[11], h->v_head_dim = v[12], h->max_seq_len = v[13], h->hada_n = v[14];
+    h->mhc_lanes = v[15], h->sliding_window = v[16], h->global_mask_lo = v[17], h->global_mask_hi = v[18];
+    h->qkv_conv_taps = v[19], h->engram_slots = v[20], h->engram_sub_dim = v[21], h->num_engram_tables = v[22];
+    h->conv_taps = v[23], h->conv_dilation = v[24], h->engram_seed_heads = v[25], h->num_orders = v[26];
+    for (int i = 0; i < 4; i++) h->orders[i] = v[27 + i];
+    h->num_sites = v[31];
+    for (int i = 0; i < ND_CACT_MAX_SITES_V3; i++) h->sites[i] = v[32 + i];
+    h->rope_theta = rd_f32(p + 192);
+}
 
 static void parse_header(const uint8_t *p, nd_cact_header *h)
 {
     uint32_t v[29];
+    memset(h, 0, sizeof *h);
+    h->version = 2;
     for (int i = 0; i < 29; i++) v[i] = rd_u32(p + 4 * i);
     h->tag = v[0], h->num_tensors = v[1], h->codebook_len = v[2], h->kv_window = v[3], h->kv_bits = v[4];
     h->vocab = v[5], h->d_model = v[6], h->num_heads = v[7], h->num_kv_heads = v[8], h->num_layers = v[9];
@@ -51,7 +75,7 @@ static void parse_record(const uint8_t *p, nd_cact_record *r)
 
 /* Check one record on its own; `at` is the byte offset of the record. */
 static int check_record(const nd_cact_record *r, uint32_t i, size_t at, uint64_t data_start, size_t size,
-                        const char *where, needle_error *err)
+                        int version, const char *where, needle_error *err)
 {
     if (r->dtype < ND_CACT_FP16 || r->dtype > ND_CACT_RAW)
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %u (record at byte %zu): unknown dtype %u", where, i, at,
@@ -92,9 +116,15 @@ static int check_record(const nd_cact_record *r, uint32_t i, size_t at, uint64_t
         if (r->group != ND_CQ_GROUP)
             return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %u (record at byte %zu): CQ group %u (need 128)", where, i,
                              at, r->group);
+        if (version == 3 && r->bits == ND_CACT_BITS_BINARY) {
+            /* binary: 8 codes per byte, then the FP16 norms */
+            uint64_t pad = ((uint64_t)r->shape[1] + ND_CQ_GROUP - 1) / ND_CQ_GROUP * ND_CQ_GROUP;
+            want = (uint64_t)r->shape[0] * (pad / 8 + pad / ND_CQ_GROUP * 2);
+            break;
+        }
         if (!nd_cq_bits_valid((int)r->bits) || r->bits > 5)
-            return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %u (record at byte %zu): invalid bits %u (need 2, 3, 4 or 5)",
-                             where, i, at, r->bits);
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %u (record at byte %zu): invalid bits %u (need %s2, 3, 4 or 5)",
+                             where, i, at, r->bits, version == 3 ? "1, " : "");
         want = nd_cq_blob_bytes(r->shape[0], r->shape[1], (int)r->bits);
         break;
     case ND_CACT_RAW:
@@ -157,18 +187,23 @@ int nd_cact_parse(const uint8_t *data, size_t size, const char *where, nd_cact_f
     memset(f, 0, sizeof *f);
     f->data = data;
     f->size = size;
-    if (size < ND_CACT_HEADER_BYTES)
-        return nd_errorf(err, NEEDLE_EFORMAT, "%s: truncated header (%zu bytes, need %d)", where, size, ND_CACT_HEADER_BYTES);
-    parse_header(data, &f->hdr);
+    if (size < 4) return nd_errorf(err, NEEDLE_EFORMAT, "%s: truncated header (%zu bytes)", where, size);
+    uint32_t tag = rd_u32(data);
+    if (tag != ND_CACT_TAG && tag != ND_CACT_TAG_V3)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: bad tag 0x%08X at byte 0 (not a .cact file)", where, tag);
+    size_t header_bytes = tag == ND_CACT_TAG_V3 ? ND_CACT_HEADER_BYTES_V3 : ND_CACT_HEADER_BYTES;
+    if (size < header_bytes)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: truncated %s header (%zu bytes, need %zu)", where,
+                         tag == ND_CACT_TAG_V3 ? "Needle 3" : "Needle 2", size, header_bytes);
+    if (tag == ND_CACT_TAG_V3) parse_header_v3(data, &f->hdr);
+    else parse_header(data, &f->hdr);
     const nd_cact_header *h = &f->hdr;
-    if (h->tag != ND_CACT_TAG)
-        return nd_errorf(err, NEEDLE_EFORMAT, "%s: bad tag 0x%08X at byte 0 (not a .cact file)", where, h->tag);
     if (h->codebook_len != ND_CACT_CODEBOOK_LEN)
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: codebook_len %u at byte 8 (need %d)", where, h->codebook_len,
                          ND_CACT_CODEBOOK_LEN);
     if (h->num_tensors == 0 || h->num_tensors > ND_CACT_MAX_TENSORS)
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: num_tensors %u at byte 4 out of range", where, h->num_tensors);
-    size_t cb_at = ND_CACT_HEADER_BYTES, dir_at = cb_at + 4 * ND_CACT_CODEBOOK_LEN;
+    size_t cb_at = header_bytes, dir_at = cb_at + 4 * ND_CACT_CODEBOOK_LEN;
     uint64_t dir_end = dir_at + (uint64_t)h->num_tensors * ND_CACT_RECORD_BYTES;
     if (dir_end > size)
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: truncated directory (%u records end at byte %llu, file has %zu)", where,
@@ -184,7 +219,7 @@ int nd_cact_parse(const uint8_t *data, size_t size, const char *where, nd_cact_f
     for (uint32_t i = 0; i < h->num_tensors && !rc; i++) {
         size_t at = dir_at + (size_t)i * ND_CACT_RECORD_BYTES;
         parse_record(data + at, &f->records[i]);
-        rc = check_record(&f->records[i], i, at, dir_end, size, where, err);
+        rc = check_record(&f->records[i], i, at, dir_end, size, (int)h->version, where, err);
     }
     if (!rc) rc = check_overlaps(f->records, h->num_tensors, where, err);
     if (rc) {
