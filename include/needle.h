@@ -52,6 +52,7 @@ typedef struct needle_model_options {
     int threads;         /* <= 0: NEEDLE_THREADS, else every core */
     const char *backend; /* NULL: NEEDLE_BACKEND, else the best one built and present */
     int kv_window;       /* 0: the file's window (the .cact header, or the config's budget window) */
+    int layers;          /* Needle 3: run ladder rung N (SPEC-needle3 section 2) of an unsliced file; 0 = all */
 } needle_model_options;
 
 /* Open a .cact deploy file or a .safetensors checkpoint (a checkpoint needs a

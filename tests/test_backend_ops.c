@@ -361,6 +361,7 @@ static void test_quantize_kv(void)
 static void ref_attention(const nd_attn_args *a, const float *kf, const float *vf, float *out)
 {
     int H = a->num_heads, KVH = a->num_kv_heads, hd = a->head_dim, KV = KVH * hd, G = H / KVH;
+    int vd = a->v_head_dim > 0 ? a->v_head_dim : hd, VW = KVH * vd; /* value width (Needle 3) */
     int nk = a->cache_slots + a->T;
     double *sc = malloc(sizeof(double) * (size_t)nk);
     for (int t = 0; t < a->T; t++)
@@ -381,55 +382,66 @@ static void ref_attention(const nd_attn_args *a, const float *kf, const float *v
             }
             double sum = 0.0;
             for (int k = 0; k < nk; k++) sum += (sc[k] = sc[k] == -INFINITY ? 0.0 : exp(sc[k] - mx));
-            for (int i = 0; i < hd; i++) {
+            for (int i = 0; i < vd; i++) {
                 double acc = 0.0;
                 for (int k = 0; k < nk; k++) {
-                    const float *val = k < a->cache_slots ? vf + (size_t)k * KV + kvh * hd
-                                                          : a->v_chunk + (size_t)(k - a->cache_slots) * KV + kvh * hd;
+                    const float *val = k < a->cache_slots ? vf + (size_t)k * VW + kvh * vd
+                                                          : a->v_chunk + (size_t)(k - a->cache_slots) * VW + kvh * vd;
                     acc += sc[k] * val[i];
                 }
-                out[((size_t)t * H + h) * hd + i] = (float)(acc / sum);
+                out[((size_t)t * H + h) * vd + i] = (float)(acc / sum);
             }
         }
     free(sc);
 }
 
-static void attention_case(int T, int pos0, int window, int sinks, int kv_bits)
+/* vhd: the value head width (Needle 3; = hd for Needle 2) */
+static void attention_case_v(int T, int pos0, int window, int sinks, int kv_bits, int hd, int vhd)
 {
-    int H = 8, KVH = 4, hd = 64, KV = KVH * hd, slots = 12, groups = KV / ND_KV_GROUP;
+    int H = 8, KVH = 4, KV = KVH * hd, VW = KVH * vhd, slots = 12, groups = KV / ND_KV_GROUP, vgroups = VW / ND_KV_GROUP;
     float *q = frand_array((size_t)T * H * hd, 1.0f), *kc = frand_array((size_t)T * KV, 1.0f);
-    float *vc = frand_array((size_t)T * KV, 1.0f), *kf = frand_array((size_t)slots * KV, 1.0f);
-    float *vf = frand_array((size_t)slots * KV, 1.0f);
-    int8_t *k8 = malloc((size_t)slots * KV), *v8 = malloc((size_t)slots * KV);
-    float *ks = malloc(sizeof(float) * slots * groups), *vs = malloc(sizeof(float) * slots * groups);
-    float *kd = malloc(sizeof(float) * slots * KV), *vd = malloc(sizeof(float) * slots * KV);
+    float *vc = frand_array((size_t)T * VW, 1.0f), *kf = frand_array((size_t)slots * KV, 1.0f);
+    float *vf = frand_array((size_t)slots * VW, 1.0f);
+    int8_t *k8 = malloc((size_t)slots * KV), *v8 = malloc((size_t)slots * VW);
+    float *ks = malloc(sizeof(float) * slots * groups), *vs = malloc(sizeof(float) * slots * vgroups);
+    float *kd = malloc(sizeof(float) * slots * KV), *vd = malloc(sizeof(float) * slots * VW);
     for (int s = 0; s < slots; s++) { /* the int8 cache and what it stands for */
         be->host->quantize_kv(be, kf + (size_t)s * KV, KV, k8 + (size_t)s * KV, ks + (size_t)s * groups);
-        be->host->quantize_kv(be, vf + (size_t)s * KV, KV, v8 + (size_t)s * KV, vs + (size_t)s * groups);
+        be->host->quantize_kv(be, vf + (size_t)s * VW, VW, v8 + (size_t)s * VW, vs + (size_t)s * vgroups);
     }
-    for (size_t i = 0; i < (size_t)slots * KV; i++) {
-        kd[i] = kv_bits == 8 ? k8[i] * ks[i / ND_KV_GROUP] : kf[i];
-        vd[i] = kv_bits == 8 ? v8[i] * vs[i / ND_KV_GROUP] : vf[i];
-    }
+    for (size_t i = 0; i < (size_t)slots * KV; i++) kd[i] = kv_bits == 8 ? k8[i] * ks[i / ND_KV_GROUP] : kf[i];
+    for (size_t i = 0; i < (size_t)slots * VW; i++) vd[i] = kv_bits == 8 ? v8[i] * vs[i / ND_KV_GROUP] : vf[i];
     int pos[12];
     for (int s = 0; s < slots; s++) pos[s] = s < pos0 ? (s * 7) % pos0 : -1; /* shuffled, the rest empty */
-    float *out = calloc((size_t)T * H * hd, sizeof(float)), *ref = calloc((size_t)T * H * hd, sizeof(float));
-    nd_attn_args a = {.T = T, .pos0 = pos0, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd,
+    float *out = calloc((size_t)T * H * vhd, sizeof(float)), *ref = calloc((size_t)T * H * vhd, sizeof(float));
+    nd_attn_args a = {.T = T, .pos0 = pos0, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd, .v_head_dim = vhd,
                       .window = window, .sinks = sinks, .q = q, .k_chunk = kc, .v_chunk = vc, .kv_bits = kv_bits,
                       .k_cache = kf, .v_cache = vf, .k_cache8 = k8, .v_cache8 = v8, .k_scale = ks, .v_scale = vs,
                       .cache_pos = pos, .cache_slots = slots, .out = out};
     ref_attention(&a, kd, vd, ref);
     float *work = malloc(sizeof(float) * (be->ops.attention_work_floats(be, &a) + 16));
     be->ops.attention(be, &a, work);
-    EXPECT_CLOSE(out, ref, (size_t)T * H * hd, 2e-5, "attention T=%d pos0=%d window=%d sinks=%d kv_bits=%d", T, pos0,
-                 window, sinks, kv_bits);
+    EXPECT_CLOSE(out, ref, (size_t)T * H * vhd, 2e-5, "attention T=%d pos0=%d window=%d sinks=%d kv_bits=%d hd=%d vhd=%d",
+                 T, pos0, window, sinks, kv_bits, hd, vhd);
     free(q), free(kc), free(vc), free(kf), free(vf), free(k8), free(v8), free(ks), free(vs), free(kd), free(vd),
         free(out), free(ref), free(work);
+}
+
+static void attention_case(int T, int pos0, int window, int sinks, int kv_bits)
+{
+    attention_case_v(T, pos0, window, sinks, kv_bits, 64, 64);
 }
 
 static void test_attention(void)
 {
     COVER(ND_OP_ATTENTION);
+    /* Needle 3: values wider / narrower than keys, and odd widths */
+    for (int bits = 8; bits <= 32; bits += 24) {
+        attention_case_v(5, 9, 1 << 30, 0, bits, 32, 64);
+        attention_case_v(3, 6, 4, 0, bits, 64, 32);
+    }
+    attention_case_v(5, 9, 8, 0, 32, 16, 24);
+    attention_case_v(1, 11, 8, 0, 32, 48, 64);
     for (int bits = 8; bits <= 32; bits += 24) {
         attention_case(5, 9, 1 << 30, 0, bits); /* full causal */
         attention_case(5, 9, 6, 2, bits);       /* window 6, two sinks */
@@ -612,6 +624,116 @@ static void test_head_pool(void)
     free(probes), free(cells), free(got), free(ref), free(wts);
 }
 
+/* Needle 3's Monarch MLP, written straight from SPEC-needle3 5.3 item 4 in
+ * double precision: the Kronecker products as full N x N matrices. */
+static void test_monarch_mlp(void)
+{
+    COVER(ND_OP_MONARCH_MLP);
+    int T = 2, d = 40, A = 8, B = 8, N = A * B, R = 8;
+    float *b = frand_array((size_t)T * d, 2.0f), *norm = frand_array((size_t)d, 0.3f);
+    float *dv[5], *w[6];
+    for (int i = 0; i < 5; i++) dv[i] = frand_array((size_t)N, 1.0f);
+    for (int i = 0; i < 6; i++) w[i] = frand_array((size_t)(i % 2 ? B * B : A * A), 0.5f);
+    float *cv = frand_array((size_t)d * R, 0.5f), *cu = frand_array((size_t)R * N, 0.5f);
+    float p1[64], p2[64];
+    for (int i = 0; i < N; i++) p1[i] = (float)((i * 5 + 3) % N), p2[i] = (float)((i * 7 + 1) % N);
+    float *got = malloc(sizeof(float) * T * d), *ref = malloc(sizeof(float) * T * d), *z = malloc(sizeof(float) * (3 * N + R + 16));
+    double K[3][64][64];
+    for (int s = 0; s < 3; s++) /* K = Wa (x) Wb: K[i*B+j][k*B+l] = Wa[i][k] Wb[j][l] */
+        for (int i = 0; i < A; i++)
+            for (int j = 0; j < B; j++)
+                for (int k = 0; k < A; k++)
+                    for (int l = 0; l < B; l++) K[s][i * B + j][k * B + l] = (double)w[2 * s][i * A + k] * w[2 * s + 1][j * B + l];
+    for (int t = 0; t < T; t++) {
+        float xf[64];
+        ref_rmsnorm(b + t * d, d, norm, xf);
+        double x[64], y[64], sm[8], mx = -INFINITY, sum = 0.0;
+        for (int i = 0; i < N; i++) x[i] = i < d ? xf[i] : 0.0;
+        for (int r = 0; r < R; r++) {
+            sm[r] = 0.0;
+            for (int i = 0; i < d; i++) sm[r] += x[i] * cv[i * R + r];
+            mx = fmax(mx, sm[r]);
+        }
+        for (int r = 0; r < R; r++) sum += (sm[r] = exp(sm[r] - mx));
+        for (int s = 0; s < 3; s++) {
+            double in[64];
+            for (int i = 0; i < N; i++) {
+                if (s == 0) in[i] = dv[0][i] * x[i];
+                if (s == 1) {
+                    double c = 1.0;
+                    for (int r = 0; r < R; r++) c += sm[r] / sum * cu[r * N + i];
+                    double u = dv[1][i] * c * x[i] + dv[2][i];
+                    in[i] = u * sigmoid_d(u);
+                }
+                if (s == 2) in[i] = dv[3][i] * x[i];
+            }
+            for (int o = 0; o < N; o++) {
+                y[o] = 0.0;
+                for (int i = 0; i < N; i++) y[o] += in[i] * K[s][i][o];
+            }
+            for (int i = 0; i < N; i++) x[i] = s == 0 ? y[(int)p1[i]] : s == 1 ? y[(int)p2[i]] : y[i];
+        }
+        for (int i = 0; i < d; i++) ref[t * d + i] = (float)(b[t * d + i] + dv[4][i] * x[i]);
+    }
+    memcpy(got, b, sizeof(float) * T * d);
+    nd_monarch_mlp_args a = {.T = T, .d = d, .hada_n = N, .a = A, .b_dim = B, .rank = R, .norm = norm, .d1 = dv[0],
+                             .d2 = dv[1], .b2 = dv[2], .d3 = dv[3], .d4 = dv[4], .w1a = w[0], .w1b = w[1],
+                             .w2a = w[2], .w2b = w[3], .w3a = w[4], .w3b = w[5], .cond_v = cv, .cond_u = cu,
+                             .p1 = p1, .p2 = p2, .b = got, .z = z};
+    be->ops.monarch_mlp(be, &a);
+    EXPECT_CLOSE(got, ref, (size_t)T * d, 2e-5, "monarch_mlp");
+    free(b), free(norm), free(cv), free(cu), free(got), free(ref), free(z);
+    for (int i = 0; i < 5; i++) free(dv[i]);
+    for (int i = 0; i < 6; i++) free(w[i]);
+}
+
+/* Needle 3's probe head pooling (SPEC-needle3 5.3 item 7) in double precision. */
+static void test_probe_head(void)
+{
+    COVER(ND_OP_PROBE_HEAD);
+    int T = 9, R = 4, d = 32, k = 3, q = 2, RK = R * k;
+    float *cells = frand_array((size_t)T * R * d, 2.0f), *probes = frand_array((size_t)RK * d, 1.0f);
+    float *gain = frand_array((size_t)RK, 1.0f), *query = frand_array((size_t)q * d, 1.0f);
+    float *bias = frand_array((size_t)q * RK, 0.5f), *got = malloc(sizeof(float) * q * d), *ref = malloc(sizeof(float) * q * d);
+    float *work = malloc(sizeof(float) * nd_probe_head_work_floats(T, R, k, q, d));
+    double Rv[12][32];
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < k; p++) {
+            double s[16], mx = -INFINITY, sum = 0.0, acc[32] = {0}, ss = 0.0;
+            for (int t = 0; t < T; t++) {
+                s[t] = 0.0;
+                for (int i = 0; i < d; i++) s[t] += (double)cells[(t * R + r) * d + i] * probes[(r * k + p) * d + i];
+                s[t] /= sqrt((double)d);
+                mx = fmax(mx, s[t]);
+            }
+            for (int t = 0; t < T; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < d; i++) acc[i] += s[t] / sum * cells[(t * R + r) * d + i];
+            for (int i = 0; i < d; i++) ss += acc[i] * acc[i];
+            for (int i = 0; i < d; i++) Rv[r * k + p][i] = acc[i] / sqrt(ss / d + 1e-6) * gain[r * k + p];
+        }
+    for (int i = 0; i < q; i++) {
+        double u[12], mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j < RK; j++) {
+            u[j] = 0.0;
+            for (int c = 0; c < d; c++) u[j] += Rv[j][c] * query[i * d + c];
+            u[j] = u[j] / sqrt((double)d) + bias[i * RK + j];
+            mx = fmax(mx, u[j]);
+        }
+        for (int j = 0; j < RK; j++) sum += (u[j] = exp(u[j] - mx));
+        for (int c = 0; c < d; c++) {
+            double acc = 0.0;
+            for (int j = 0; j < RK; j++) acc += u[j] / sum * Rv[j][c];
+            ref[i * d + c] = (float)acc;
+        }
+    }
+    nd_probe_head_args a = {.T = T, .R = R, .d = d, .k = k, .q = q, .cells = cells, .probes = probes, .gain = gain,
+                            .query = query, .row_bias = bias, .pooled = got, .work = work};
+    be->ops.probe_head(be, &a);
+    EXPECT_CLOSE(got, ref, (size_t)q * d, 2e-5, "probe_head");
+    free(cells), free(probes), free(gain), free(query), free(bias), free(got), free(ref), free(work);
+}
+
 static void test_buffers(void)
 {
     COVER(ND_OP_BUFFERS);
@@ -638,7 +760,7 @@ static void test_table_covers_every_op(void)
                o->gather_rows && o->rmsnorm && o->rope && o->hadamard && o->attention && o->attention_work_floats &&
                o->sinkhorn && o->quantize_kv && o->copy && o->zero && o->scale && o->axpy && o->sigmoid_gate &&
                o->hada_mlp && o->mhc_pre && o->mhc_mix && o->engram_taps && o->engram_gate && o->lane_mean &&
-               o->head_pool,
+               o->head_pool && o->monarch_mlp && o->probe_head,
            "backend %s has an empty slot", be->name);
     for (int op = 0; op < ND_OP_COUNT; op++)
         if (!be->entry->ops->supports_op(be, (nd_op)op)) printf("# %s: %s runs on the CPU (supports_op = 0)\n", be->name, nd_op_names[op]);
@@ -710,6 +832,8 @@ int main(void)
         RUN(test_engram);
         RUN(test_lane_mean);
         RUN(test_head_pool);
+        RUN(test_monarch_mlp);
+        RUN(test_probe_head);
         RUN(test_buffers);
         RUN(test_table_covers_every_op);
         nd_backend_free(be);

@@ -59,6 +59,19 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     nd_buf_puts(out, ",\"confidence\":");
     if (isnan(e->confidence) || !isfinite(e->confidence)) nd_buf_puts(out, "null");
     else put_number(out, e->confidence < 0 ? 0 : e->confidence > 1 ? 1 : e->confidence);
+    if (e->has_router) {
+        nd_buf_puts(out, ",\"router\":{\"logits\":[");
+        for (int i = 0; i < 3; i++) {
+            if (i) nd_buf_putc(out, ',');
+            put_number(out, isfinite(e->router_logits[i]) ? e->router_logits[i] : 0.0);
+        }
+        nd_buf_puts(out, "],\"calibration\":[");
+        for (int i = 0; i < 3; i++) {
+            if (i) nd_buf_putc(out, ',');
+            put_number(out, isfinite(e->router_calibration[i]) ? e->router_calibration[i] : 0.0);
+        }
+        nd_buf_puts(out, "]}");
+    }
     nd_buf_puts(out, ",\"prefill_tps\":");
     put_number(out, e->prefill_tps);
     nd_buf_puts(out, ",\"decode_tps\":");

@@ -25,6 +25,10 @@ typedef struct nd_envelope {
     const char *reasoning; /* raw bytes of the <think> text (may be mid-character) */
     size_t reasoning_len;
     double confidence;     /* NaN: null */
+    /* Needle 3 router head: 3 raw logits and the file's calibration row,
+     * written as "router":{"logits":[..],"calibration":[..]} when has_router */
+    int has_router;
+    double router_logits[3], router_calibration[3];
     double prefill_tps, decode_tps, peak_ram_mb;
 } nd_envelope;
 

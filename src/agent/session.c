@@ -325,7 +325,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         text = result_compact;
     }
     int max_new = max_new_tokens > 0 ? max_new_tokens : s->max_new_tokens;
-    int has_head = s->model->net->weights.confidence.present;
+    int has_head = s->model->net->weights.confidence.present || s->model->net->weights.router.present;
     int cells_ok = has_head || s->keep_cells;
     s->cells_len = 0;
     s->turn_ids.len = 0;
@@ -369,6 +369,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         return rc;
     }
     double confidence = NAN;
+    int has_router = 0;
+    double router_logits[3] = {0, 0, 0}, router_cal[3] = {0, 0, 0};
     if (!r.fail_code) {
         confidence = r.logp_n > 0 ? exp(r.logp_sum / r.logp_n) : NAN;
         if (has_head && cells_ok && s->cells_len > 0) {
@@ -379,6 +381,20 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             if (nd_head_confidence(s->model->net, s->cells, n_cells, &logit, &herr) == 0) {
                 double p = 1.0 / (1.0 + exp(-(double)logit));
                 if (isnan(confidence) || p < confidence) confidence = p;
+            }
+        }
+        /* Needle 3: the router head over the same cells, reported raw */
+        const nd_head_weights *router = &s->model->net->weights.router;
+        if (router->present && cells_ok && s->cells_len > 0) {
+            const nd_config *c = &s->model->net->weights.cfg;
+            float lg[3];
+            needle_error herr;
+            if (nd_head_router(s->model->net, s->cells, (int)(s->cells_len / (size_t)c->d_model), lg, &herr) == 0) {
+                has_router = 1;
+                for (int i = 0; i < 3; i++) {
+                    router_logits[i] = lg[i];
+                    router_cal[i] = router->calibration ? router->calibration[i] : 0.0;
+                }
             }
         }
     } else {
@@ -396,6 +412,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .reasoning = r.reasoning.data,
         .reasoning_len = r.reasoning.len,
         .confidence = confidence,
+        .has_router = has_router,
+        .router_logits = {router_logits[0], router_logits[1], router_logits[2]},
+        .router_calibration = {router_cal[0], router_cal[1], router_cal[2]},
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),

@@ -11,14 +11,20 @@
 
 #include "cli/cli.h"
 #include "cli/cli_options.h"
+#include "core/error.h"
+#include "model/heads.h"
 #include "model/model.h"
+#include "model/params.h"
 
 static int usage(void)
 {
     fprintf(stderr, "usage: needle logits --model FILE --ids 2,17,99,... [--positions 0,5,9] [--window W --sinks S]\n"
                     "                     [--float] [--kv-bits 32|8] [--decode-from K] [--threads N]\n"
+                    "                     [--heads] [--layers N]\n"
                     "Prints {\"positions\",\"logits\" (full rows at positions, default the last),\n"
-                    "\"argmax\" and \"logsumexp\" (every position)}.\n");
+                    "\"argmax\" and \"logsumexp\" (every position)}; --heads adds \"heads\": the heads the file\n"
+                    "has over all the ids (embedding, confidence_logit, router_logits; null when absent).\n"
+                    "--layers N runs ladder rung N of an unsliced Needle 3 file.\n");
     return 2;
 }
 
@@ -43,10 +49,54 @@ static void take_row(const float *row, int V, int t, const int *pos, int np, flo
         if (pos[i] == t) memcpy(asked + (size_t)i * V, row, sizeof(float) * (size_t)V);
 }
 
+static void print_floats(const char *name, const float *v, int n)
+{
+    printf(",\"%s\":[", name);
+    for (int i = 0; i < n; i++) printf("%s%.9g", i ? "," : "", v[i]);
+    printf("]");
+}
+
+/* The heads over all the ids (one fresh prefill that keeps the cells). */
+static int print_heads(const nd_model *m, nd_state *s, const int *ids, int T, needle_error *err)
+{
+    const nd_weights *w = &m->weights;
+    int L = w->cfg.num_layers, d = w->cfg.d_model, rc = 0;
+    size_t n_cells = (size_t)T * (size_t)(L + 1);
+    float *cells = malloc(sizeof(float) * n_cells * (size_t)d), *last = malloc(sizeof(float) * (size_t)w->cfg.vocab_size);
+    float out[4096];
+    if (!cells || !last) rc = nd_errorf(err, NEEDLE_ENOMEM, "out of memory");
+    nd_state_reset(s);
+    if (!rc) rc = nd_state_eval(s, ids, T, NULL, last, cells, err);
+    if (!rc) {
+        printf(",\"generation\":%d,\"heads\":{", nd_config_generation(&w->cfg));
+        if (w->contrastive.present && w->contrastive.out_dim <= 4096 &&
+            !(rc = nd_head_contrastive(m, cells, (int)n_cells, out, err))) {
+            printf("\"embedding\":[");
+            for (int i = 0; i < w->contrastive.out_dim; i++) printf("%s%.9g", i ? "," : "", out[i]);
+            printf("]");
+        } else {
+            printf("\"embedding\":null");
+        }
+        if (!rc && w->confidence.present && !(rc = nd_head_confidence(m, cells, (int)n_cells, out, err)))
+            printf(",\"confidence_logit\":%.9g", out[0]);
+        else printf(",\"confidence_logit\":null");
+        if (!rc && w->router.present && !(rc = nd_head_router(m, cells, (int)n_cells, out, err))) {
+            print_floats("router_logits", out, 3);
+            if (w->router.calibration) print_floats("router_calibration", w->router.calibration, 3);
+        } else {
+            printf(",\"router_logits\":null");
+        }
+        printf("}");
+    }
+    free(cells);
+    free(last);
+    return rc;
+}
+
 int cmd_logits(int argc, char **argv)
 {
     const char *ids_s = NULL, *pos_s = NULL, *v;
-    int sinks = 0, dequant = 0, decode_from = -1;
+    int sinks = 0, dequant = 0, decode_from = -1, heads = 0, layers = 0;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS);
     for (int i = 1; i < argc; i++) {
@@ -57,7 +107,10 @@ int cmd_logits(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--sinks"))) bad = cli_int("logits", "--sinks", v, 0, CLI_MAX_WINDOW, &sinks);
         else if ((v = cli_flag_value(argc, argv, &i, "--decode-from")))
             bad = cli_int("logits", "--decode-from", v, 0, 1 << 24, &decode_from);
+        else if ((v = cli_flag_value(argc, argv, &i, "--layers")))
+            bad = cli_int("logits", "--layers", v, 1, 64, &layers);
         else if (!strcmp(argv[i], "--float")) dequant = 1;
+        else if (!strcmp(argv[i], "--heads")) heads = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
         else {
             fprintf(stderr, "needle logits: unknown option or argument '%s'\n", argv[i]);
@@ -90,7 +143,7 @@ int cmd_logits(int argc, char **argv)
     if (decode_from < 0 || decode_from > T) decode_from = T;
 
     needle_error err = {0};
-    nd_model_options mo = {.threads = c.threads, .dequantize = dequant};
+    nd_model_options mo = {.threads = c.threads, .dequantize = dequant, .layers = layers};
     nd_model *m = NULL;
     nd_state *s = NULL;
     int status = 1;
@@ -137,7 +190,9 @@ int cmd_logits(int argc, char **argv)
     for (int t = 0; t < T; t++) printf("%s%d", t ? "," : "", amax[t]);
     printf("],\"logsumexp\":[");
     for (int t = 0; t < T; t++) printf("%s%.9g", t ? "," : "", lse[t]);
-    printf("]}\n");
+    printf("]");
+    if (heads && print_heads(m, s, ids, T, &err)) goto done;
+    printf("}\n");
     status = 0;
 done:
     if (status) fprintf(stderr, "needle logits: %s\n", err.message);

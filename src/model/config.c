@@ -417,6 +417,7 @@ int nd_config_preset(nd_config *c, const char *name, needle_error *err)
         c->global_mask = 1ull << 4 | 1ull << 9 | 1ull << 14 | 1ull << 19;
         c->sliding_window = 1024;
         c->qkv_conv_taps = 3;
+        c->attn_dim = c->num_heads * c->qk_head_dim;
     } else {
         return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny, needle3)", name ? name : "(null)");
     }

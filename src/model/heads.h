@@ -16,7 +16,13 @@ int nd_head_pool(const nd_model *m, const nd_head_weights *h, const float *cells
 /* Confidence logit = pooled . W + bias; probability = sigmoid(logit). */
 int nd_head_confidence(const nd_model *m, const float *cells, int n_cells, float *logit, needle_error *err);
 
-/* Contrastive embedding = pooled W, L2-normalised (contrastive_dim floats). */
+/* Contrastive embedding = pooled W, L2-normalised (contrastive_dim floats).
+ * Needle 3: the embedding head (code 1), y / sqrt(|y|^2 + 1e-12).  Both
+ * generations' heads dispatch here on the config's generation. */
 int nd_head_contrastive(const nd_model *m, const float *cells, int n_cells, float *emb, needle_error *err);
+
+/* Needle 3 router: 3 raw logits (the stored calibration, m->weights.router.calibration,
+ * is not applied). */
+int nd_head_router(const nd_model *m, const float *cells, int n_cells, float logits[3], needle_error *err);
 
 #endif

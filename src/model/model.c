@@ -140,6 +140,14 @@ int nd_model_create(const nd_weights *w, const nd_model_options *opt, nd_model *
     m->default_window = w->file_kv_window > 0 ? w->file_kv_window : nd_config_effective_window(&w->cfg);
     if ((rc = nd_threadpool_create(opt->threads, &m->pool, err)) != 0) { nd_model_free(m); return rc; }
     if ((rc = nd_backend_create(be_entry, m->pool, &m->be, err)) != 0) { nd_model_free(m); return rc; }
+    if (opt->layers > 0) {
+        if ((rc = nd_weights_ladder(m->be, &m->weights, opt->layers, &m->ladder_block, err)) != 0) {
+            nd_model_free(m);
+            return rc;
+        }
+        if (w->file_kv_window <= 0 || opt->layers != w->cfg.num_layers)
+            m->default_window = nd_config_effective_window(&m->weights.cfg); /* the rung's own budget */
+    }
     if (opt->dequantize && (rc = dequantize_all(m, err)) != 0) { nd_model_free(m); return rc; }
     *out = m;
     return 0;
@@ -164,6 +172,7 @@ void nd_model_free(nd_model *m)
     nd_backend_free(m->be);
     nd_threadpool_free(m->pool);
     free(m->dequant_block);
+    free(m->ladder_block);
     free(m->layers_copy);
     if (m->owns_loaded) nd_weights_free(&m->loaded);
     free(m);

@@ -25,6 +25,7 @@ typedef struct nd_model_options {
     int threads;         /* <= 0: NEEDLE_THREADS or every core */
     const char *backend; /* NULL: NEEDLE_BACKEND or the default */
     int dequantize;      /* 1: CQ matrices are dequantised to F32 at load (the float path) */
+    int layers;          /* Needle 3: run ladder rung `layers` of an unsliced file (0 = every layer) */
 } nd_model_options;
 
 typedef struct nd_model {
@@ -34,6 +35,7 @@ typedef struct nd_model {
     int owns_loaded;
     nd_layer_weights *layers_copy; /* the copy's own layer array */
     float *dequant_block;          /* the F32 matrices of the float path */
+    float *ladder_block;           /* a ladder rung's head rows (model/ladder.c) */
     nd_backend *be;       /* the backend instance every op of the forward pass goes through */
     const char *backend_why;
     nd_threadpool *pool;
@@ -45,6 +47,12 @@ int nd_model_create(const nd_weights *w, const nd_model_options *opt, nd_model *
 /* Load a .cact or .safetensors file and own it. */
 int nd_model_open(const char *path, const nd_model_options *opt, nd_model **out, needle_error *err);
 void nd_model_free(nd_model *m);
+
+/* The ladder (model/ladder.c): the bisection order of L layers into order[L]
+ * (returns L, or -1 out of memory), and restricting a weight view whose
+ * `layers` array the caller owns to rung N (head rows copied into *owned). */
+int nd_ladder_order(int L, int *order);
+int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned, needle_error *err);
 
 typedef struct nd_state nd_state;
 

@@ -173,7 +173,8 @@ static int load_head(loader *L, int k)
             nd_param_ckpt_name(p, k, name, sizeof name);
             if (!nd_st_find(&L->st, name)) return 0;
             h->present = 1;
-            h->num_probes = nd_param_heads[k].num_probes;
+            h->num_probes = (int)nd_dim_value(&w->cfg, nd_config_generation(&w->cfg) == 3 ? ND_DIM_HK : ND_DIM_PROBES, k);
+            h->num_queries = (int)nd_dim_value(&w->cfg, ND_DIM_HQ, k);
             h->out_dim = nd_head_out_dim(&w->cfg, k);
             first = 0;
         }

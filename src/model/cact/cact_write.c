@@ -30,6 +30,20 @@ static void put_u64(uint8_t *p, uint64_t v)
 
 static uint64_t align_up(uint64_t x) { return (x + ND_CACT_ALIGN - 1) / ND_CACT_ALIGN * ND_CACT_ALIGN; }
 
+/* SPEC-needle3 5.7: the 196-byte Needle 3 header. */
+static void encode_header_v3(const nd_cact_header *h, uint8_t out[ND_CACT_HEADER_BYTES_V3])
+{
+    uint32_t v[48] = {h->tag, h->num_tensors, h->codebook_len, h->kv_window, h->kv_bits, h->vocab, h->out_vocab,
+                      h->d_model, h->num_heads, h->num_kv_heads, h->num_layers, h->head_dim, h->v_head_dim,
+                      h->max_seq_len, h->hada_n, h->mhc_lanes, h->sliding_window, h->global_mask_lo,
+                      h->global_mask_hi, h->qkv_conv_taps, h->engram_slots, h->engram_sub_dim, h->num_engram_tables,
+                      h->conv_taps, h->conv_dilation, h->engram_seed_heads, h->num_orders, h->orders[0], h->orders[1],
+                      h->orders[2], h->orders[3], h->num_sites};
+    for (int i = 0; i < ND_CACT_MAX_SITES_V3; i++) v[32 + i] = h->sites[i];
+    for (int i = 0; i < 48; i++) put_u32(out + 4 * i, v[i]);
+    put_u32(out + 192, nd_bits_from_f32(h->rope_theta));
+}
+
 static void encode_header(const nd_cact_header *h, uint8_t out[ND_CACT_HEADER_BYTES])
 {
     const uint32_t v[29] = {h->tag, h->num_tensors, h->codebook_len, h->kv_window, h->kv_bits, h->vocab, h->d_model,
@@ -142,6 +156,18 @@ static int pad_to(writer *wr, uint64_t target, needle_error *err)
     return 0;
 }
 
+/* Values as FP32, little-endian (the v3 MLP permutations). */
+static int write_fp32(writer *wr, const float *v, size_t n, needle_error *err)
+{
+    uint8_t b[4];
+    for (size_t i = 0; i < n; i++) {
+        put_u32(b, nd_bits_from_f32(v[i]));
+        int rc = write_bytes(wr, b, 4, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* Values as FP16, little-endian, in chunks. */
 static int write_fp16(writer *wr, const float *v, size_t n, needle_error *err)
 {
@@ -215,6 +241,7 @@ static int write_float_slot(writer *wr, const nd_weights *w, const nd_cact_slot 
     if (!v) return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", wr->path);
     int rc = 0;
     if (slot_floats(w, s, heads, v) != 0) rc = nd_errorf(err, NEEDLE_EINVAL, "%s: the model has no %s", wr->path, s->name);
+    else if (s->param && s->param->fp32) rc = write_fp32(wr, v, n, err);
     else rc = write_fp16(wr, v, n, err);
     free(v);
     return rc;
@@ -224,11 +251,12 @@ static int write_float_slot(writer *wr, const nd_weights *w, const nd_cact_slot 
 static int model_heads(const nd_weights *w, nd_cact_head_shape heads[ND_NUM_HEAD_KINDS])
 {
     int n = 0;
-    for (int k = 0; k < ND_NUM_HEAD_KINDS; k++) {
+    for (int k = 0; k < nd_head_kinds(&w->cfg); k++) {
         const nd_head_weights *hw = (const void *)((const char *)w + nd_param_heads[k].offset);
         if (!hw->present) continue;
         heads[n].code = nd_param_heads[k].code;
         heads[n].num_probes = hw->num_probes;
+        heads[n].num_queries = hw->num_queries;
         heads[n].out_dim = hw->out_dim;
         n++;
     }
@@ -288,7 +316,9 @@ int nd_cact_write(const char *path, const nd_weights *w, const nd_vocab *vocab, 
     if ((rc = nd_vocab_to_blob(vocab, &tok, &tok_size, err))) goto done;
 
     /* pass 1: records and blob placement */
-    uint64_t pos = align_up(ND_CACT_HEADER_BYTES + 4 * ND_CACT_CODEBOOK_LEN + (uint64_t)count * ND_CACT_RECORD_BYTES);
+    int v3 = nd_config_generation(c) == 3;
+    size_t header_bytes = v3 ? ND_CACT_HEADER_BYTES_V3 : ND_CACT_HEADER_BYTES;
+    uint64_t pos = align_up(header_bytes + 4 * ND_CACT_CODEBOOK_LEN + (uint64_t)count * ND_CACT_RECORD_BYTES);
     int max_cols = 1;
     for (int i = 0; i < count; i++) {
         const nd_cact_slot *s = &slots[i];
@@ -305,6 +335,9 @@ int nd_cact_write(const char *path, const nd_weights *w, const nd_vocab *vocab, 
         } else if (s->storage == ND_SLOT_BYTES) {
             r->dtype = ND_CACT_RAW;
             r->nbytes = tok_size;
+        } else if (s->param && s->param->fp32) {
+            r->dtype = ND_CACT_FP32;
+            r->nbytes = 4 * elems;
         } else {
             r->dtype = ND_CACT_FP16;
             r->nbytes = 2 * elems;
@@ -325,9 +358,10 @@ int nd_cact_write(const char *path, const nd_weights *w, const nd_vocab *vocab, 
     h.num_tensors = (uint32_t)count;
     if ((rc = nd_atomic_open(&af, path, err))) goto done;
     wr.fp = af.fp;
-    uint8_t buf[ND_CACT_HEADER_BYTES];
-    encode_header(&h, buf);
-    rc = write_bytes(&wr, buf, ND_CACT_HEADER_BYTES, err);
+    uint8_t buf[ND_CACT_HEADER_BYTES_V3];
+    if (v3) encode_header_v3(&h, buf);
+    else encode_header(&h, buf);
+    rc = write_bytes(&wr, buf, header_bytes, err);
     for (int i = 0; i < ND_CACT_CODEBOOK_LEN && !rc; i++) {
         put_u32(buf, nd_bits_from_f32(nd_cq_codebooks[i]));
         rc = write_bytes(&wr, buf, 4, err);
