@@ -20,6 +20,7 @@
 #include "model/heads.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "needle.h"
 
 #define DIR "tests/golden/needle3/"
 
@@ -314,6 +315,45 @@ static void test_generation_and_budget(void)
     nd_model_free(m);
 }
 
+/* needle_model_embed on a v3 file feeds [BOS] + enc(text) to the embedding
+ * head: the golden's text gives the golden's ids, so the reference's embedding. */
+static void test_embed_api_uses_v3_head(void)
+{
+    needle_model *m = NULL;
+    needle_error e = {0};
+    int rc = needle_model_open(DIR "n3_tiny.cact", NULL, NULL, &m, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    if (rc) return;
+    const nd_json *ref = nd_json_get(nd_json_get(tiny_json, "heads"), "embedding");
+    int dim = needle_model_embed_dim(m);
+    CHECKF(dim == (int)ref->count, "dim %d", dim);
+    float out[64];
+    if (dim == (int)ref->count && dim <= 64) {
+        CHECKF(needle_model_embed(m, nd_json_get(tiny_json, "text")->str, out, dim, &e) == 0, "%s", e.message);
+        double worst = 0.0;
+        for (int i = 0; i < dim; i++) worst = fmax(worst, fabs(out[i] - ref->items[i].num));
+        CHECKF(worst <= 1e-4, "embedding off by %g", worst);
+    }
+    needle_model_close(m);
+}
+
+/* Binary (1-bit) CQ matrices (tests/fuzz/seeds/fuzz_cact/v3_micro_binary.cact,
+ * made by tools/make_v3_fuzz_seeds.py) load and decode like prefill. */
+static void test_binary_cq_micro(void)
+{
+    nd_model *m = open_model("tests/fuzz/seeds/fuzz_cact/v3_micro_binary.cact", 0, 0);
+    if (!m) return;
+    CHECK(m->weights.layers[0].q_proj.kind == ND_MAT_F32); /* widened at load */
+    int ids[8] = {2, 5, 6, 7, 8, 9, 10, 11}, V = m->weights.cfg.vocab_size;
+    float *a = run(m, ids, 8, 0, NULL), *b = run(m, ids, 8, 1, NULL);
+    double worst = 0.0;
+    for (int i = 0; a && b && i < 8 * V; i++) worst = fmax(worst, fabs(a[i] - b[i]));
+    CHECKF(a && b && worst < 1e-5, "decode vs prefill %g", worst);
+    free(a);
+    free(b);
+    nd_model_free(m);
+}
+
 int main(void)
 {
     tiny_json = load_json(DIR "n3_tiny.json");
@@ -328,6 +368,8 @@ int main(void)
     RUN(test_ladder_rung3_from_full_file);
     RUN(test_malformed_v3);
     RUN(test_generation_and_budget);
+    RUN(test_embed_api_uses_v3_head);
+    RUN(test_binary_cq_micro);
     nd_json_free(tiny_json);
     nd_json_free(small_json);
     return check_summary();

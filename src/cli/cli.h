@@ -13,6 +13,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -19,6 +19,7 @@ static const struct {
     {"inspect", cmd_inspect, "show the geometry and tensors of a .cact or .safetensors"},
     {"info", cmd_info, "backends built in, the one in use and why, threads, CPU features"},
     {"tokenize", cmd_tokenize, "encode text to ids (or --decode ids to text)"},
+    {"embed", cmd_embed, "a text's L2-normalised embedding from the model's embedding head"},
     {"logits", cmd_logits, "run the forward pass on ids and print logits as JSON"},
     {"bench", cmd_bench, "measure load time, prefill and decode tokens/s, peak memory"},
     {"eval", cmd_eval, "score a model on a JSONL test set"},

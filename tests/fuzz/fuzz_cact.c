@@ -39,6 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             touch(&w.sites[s].tables), touch(&w.sites[s].key_proj), touch(&w.sites[s].value_proj);
         if (w.contrastive.present) touch(&w.contrastive.proj);
         if (w.confidence.present) touch(&w.confidence.proj);
+        /* Needle 3 heads (seeds: tests/fuzz/seeds/fuzz_cact/v3_*, tools/make_v3_fuzz_seeds.py) */
+        const nd_head_weights *hs[3] = {&w.contrastive, &w.confidence, &w.router};
+        for (int k = 0; k < 3; k++)
+            if (hs[k]->present && w.cfg.generation == 3)
+                touch(&hs[k]->layer_probes), touch(&hs[k]->query), touch(&hs[k]->pool_proj);
         nd_vocab v;
         if (nd_vocab_from_blob(w.tokenizer_blob, w.tokenizer_blob_size, "fuzz.cact", &v, &err) == 0) nd_vocab_free(&v);
         nd_weights_free(&w);
