@@ -193,8 +193,18 @@ uint64_t nd_retrieval_model_fingerprint(const nd_model *net, const nd_tokenizer 
     if (ch->present) {
         h = hash_int(h, ch->num_probes);
         h = hash_int(h, ch->out_dim);
-        h = hash_floats(h, ch->probes, (size_t)ch->num_probes * c->d_model);
-        h = hash_matrix(h, &ch->proj, ch->proj.rows); /* every row: the head is small */
+        if (c->generation == 3) { /* the Needle 3 embedding head (model/params.def HEAD_* lines of ND_GEN_3) */
+            size_t rk = (size_t)(c->num_layers + 1) * (size_t)ch->num_probes;
+            h = hash_int(h, ch->num_queries);
+            h = hash_matrix(h, &ch->layer_probes, ch->layer_probes.rows);
+            h = hash_floats(h, ch->gain, rk);
+            h = hash_matrix(h, &ch->query, ch->query.rows);
+            h = hash_floats(h, ch->row_bias, rk * (size_t)ch->num_queries);
+            h = hash_matrix(h, &ch->pool_proj, ch->pool_proj.rows);
+        } else {
+            h = hash_floats(h, ch->probes, (size_t)ch->num_probes * c->d_model);
+            h = hash_matrix(h, &ch->proj, ch->proj.rows); /* every row: the head is small */
+        }
     }
     const int S = 4; /* rows sampled per body matrix */
     /* the body, walking model/params.def: global tensors where they stand,
