@@ -20,7 +20,9 @@
 #include "model/heads.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "io/spm_model.h"
 #include "needle.h"
+#include "text/tokenizer.h"
 
 #define DIR "tests/golden/needle3/"
 
@@ -354,6 +356,59 @@ static void test_binary_cq_micro(void)
     nd_model_free(m);
 }
 
+/* A Needle 3 tokenizer blob (SPEC-needle3 5.5): 16 user-defined markers
+ * (type 3, including the six new ones) and add_dummy_prefix taken from the
+ * blob's flag byte, which may now be 0. */
+static size_t put_piece(uint8_t *b, size_t at, const char *text, float score, int type)
+{
+    size_t n = strlen(text);
+    memcpy(b + at, &score, 4);
+    b[at + 4] = (uint8_t)type;
+    b[at + 5] = (uint8_t)n, b[at + 6] = (uint8_t)(n >> 8);
+    memcpy(b + at + 7, text, n);
+    return at + 7 + n;
+}
+
+static void test_v3_tokenizer_blob(void)
+{
+    static const char *markers[16] = {"<|im_start|>", "<|im_end|>", "<tools>", "</tools>", "<tool_call>", "</tool_call>",
+                                      "<think>", "</think>", "<tool_response>", "</tool_response>", "<context>",
+                                      "</context>", "<extract>", "</extract>", "<schema>", "</schema>"};
+    for (int prefix = 0; prefix <= 1; prefix++) {
+        uint8_t b[2048];
+        uint32_t head[5] = {4 + 16 + 4, 0, 1, 2, 3};
+        memcpy(b, head, sizeof head);
+        b[20] = (uint8_t)prefix, b[21] = 0, b[22] = b[23] = 0;
+        size_t at = 24;
+        at = put_piece(b, at, "<pad>", 0, ND_PIECE_CONTROL), at = put_piece(b, at, "</s>", 0, ND_PIECE_CONTROL);
+        at = put_piece(b, at, "<s>", 0, ND_PIECE_CONTROL), at = put_piece(b, at, "<unk>", 0, ND_PIECE_UNKNOWN);
+        for (int i = 0; i < 16; i++) at = put_piece(b, at, markers[i], 0, ND_PIECE_MARKER);
+        at = put_piece(b, at, "a", -1, ND_PIECE_NORMAL), at = put_piece(b, at, "b", -2, ND_PIECE_NORMAL);
+        at = put_piece(b, at, "\xe2\x96\x81", -3, ND_PIECE_NORMAL);
+        at = put_piece(b, at, "\xe2\x96\x81" "a", -0.5f, ND_PIECE_NORMAL);
+        needle_error e = {0};
+        CHECKF(nd_cact_check_tokenizer_blob(b, at, "blob", &e) == 0, "%s", e.message);
+        nd_vocab v;
+        nd_tokenizer *t = NULL;
+        CHECKF(nd_vocab_from_blob(b, at, "blob", &v, &e) == 0, "%s", e.message);
+        CHECKF(nd_tokenizer_create(&v, &t, &e) == 0, "%s", e.message);
+        nd_vocab_free(&v);
+        if (!t) continue;
+        nd_ids ids;
+        nd_ids_init(&ids);
+        const char *text = "a<context>b</schema>";
+        CHECKF(nd_tokenizer_encode(t, text, strlen(text), &ids, &e) == 0, "%s", e.message);
+        /* markers 14 (<context>) and 19 (</schema>); a leading U+2581 only with add_dummy_prefix */
+        int want0[4] = {20, 14, 21, 19}, want1[4] = {23, 14, 21, 19};
+        const int *want = prefix ? want1 : want0;
+        CHECKF(ids.len == 4 && !memcmp(ids.data, want, sizeof(int) * 4), "add_dummy_prefix %d: %zu ids [%d %d %d %d]",
+               prefix, ids.len, ids.len > 0 ? ids.data[0] : -1, ids.len > 1 ? ids.data[1] : -1,
+               ids.len > 2 ? ids.data[2] : -1, ids.len > 3 ? ids.data[3] : -1);
+        nd_ids_free(&ids);
+        nd_tokenizer_free(t);
+    }
+}
+
 int main(void)
 {
     tiny_json = load_json(DIR "n3_tiny.json");
@@ -370,6 +425,7 @@ int main(void)
     RUN(test_generation_and_budget);
     RUN(test_embed_api_uses_v3_head);
     RUN(test_binary_cq_micro);
+    RUN(test_v3_tokenizer_blob);
     nd_json_free(tiny_json);
     nd_json_free(small_json);
     return check_summary();

@@ -12,7 +12,7 @@ enum {
     ND_PIECE_NORMAL = 0,
     ND_PIECE_UNKNOWN = 1,
     ND_PIECE_CONTROL = 2,
-    ND_PIECE_MARKER = 3, /* one of the ten chat markers */
+    ND_PIECE_MARKER = 3, /* a chat marker (ten in Needle 2, sixteen in Needle 3) */
     ND_PIECE_BYTE = 4
 };
 
