@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/envelope.h"
 #include "check.h"
+#include "core/buf.h"
 #include "core/file.h"
 #include "core/json.h"
 #include "model/cact/cact.h"
@@ -409,6 +411,32 @@ static void test_v3_tokenizer_blob(void)
     }
 }
 
+/* The router in the envelope: raw logits and the file's calibration, only
+ * when the model has a router head. */
+static void test_envelope_router(void)
+{
+    for (int with = 0; with <= 1; with++) {
+        nd_envelope env = {.success = 1, .calls = "[]", .calls_len = 2, .confidence = 0.5, .has_router = with,
+                           .router_logits = {1.5, -2.25, 0.125}, .router_calibration = {0.9, 0.0, 0.6}};
+        nd_buf b;
+        nd_buf_init(&b);
+        nd_envelope_write(&b, &env);
+        nd_json *j = NULL;
+        needle_error e = {0};
+        CHECKF(nd_json_parse(b.data, b.len, "envelope", &j, &e) == 0, "%s", e.message);
+        const nd_json *r = j ? nd_json_get(j, "router") : NULL;
+        if (!with) CHECK(j && !r);
+        else {
+            const nd_json *lg = r ? nd_json_get(r, "logits") : NULL, *cal = r ? nd_json_get(r, "calibration") : NULL;
+            CHECKF(lg && lg->count == 3 && lg->items[0].num == 1.5 && lg->items[1].num == -2.25 &&
+                       lg->items[2].num == 0.125 && cal && cal->count == 3 && fabs(cal->items[0].num - 0.9) < 1e-9,
+                   "%.*s", (int)b.len, b.data);
+        }
+        nd_json_free(j);
+        nd_buf_free(&b);
+    }
+}
+
 int main(void)
 {
     tiny_json = load_json(DIR "n3_tiny.json");
@@ -426,6 +454,7 @@ int main(void)
     RUN(test_embed_api_uses_v3_head);
     RUN(test_binary_cq_micro);
     RUN(test_v3_tokenizer_blob);
+    RUN(test_envelope_router);
     nd_json_free(tiny_json);
     nd_json_free(small_json);
     return check_summary();
