@@ -2,7 +2,7 @@
  *
  *   needle embed [--model F] [--tokenizer TOK.model] [--layers N] [TEXT|-]
  *
- * Prints {"dim":N,"embedding":[...]}: needle_model_embed over [BOS] + enc(text)
+ * Prints the embedding as one JSON array (dim floats): needle_model_embed over [BOS] + enc(text)
  * (the first max_seq_len tokens), pooled by the contrastive head of a
  * Needle 2 model or the embedding head of a Needle 3 model, L2-normalised. */
 #include <stdio.h>
@@ -17,7 +17,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: needle embed [--model FILE] [--tokenizer TOK.model] [--layers N] [--threads N] [TEXT|-]\n"
-                    "Prints {\"dim\",\"embedding\"}: the model's L2-normalised embedding of [BOS] + enc(TEXT)\n"
+                    "Prints a JSON array: the model's L2-normalised embedding of [BOS] + enc(TEXT)\n"
                     "(Needle 2: the contrastive head; Needle 3: the embedding head).  No TEXT or \"-\": stdin.\n");
     return 2;
 }
@@ -67,9 +67,9 @@ int cmd_embed(int argc, char **argv)
         if (dim <= 0) snprintf(err.message, sizeof err.message, "%s: the model has no embedding head", model);
         else if (!out) snprintf(err.message, sizeof err.message, "out of memory");
         else if (needle_model_embed(m, text, out, dim, &err) == 0) {
-            printf("{\"dim\":%d,\"embedding\":[", dim);
+            printf("[");
             for (int i = 0; i < dim; i++) printf("%s%.9g", i ? "," : "", out[i]);
-            printf("]}\n");
+            printf("]\n");
             status = 0;
         }
     }
