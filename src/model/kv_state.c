@@ -79,6 +79,9 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     /* local layers (Needle 3) keep at most their window */
     s->local_window = c->sliding_window > 0 && c->sliding_window < window ? c->sliding_window : window;
     s->local_slots = s->local_window < s->cache_slots ? s->local_window : s->cache_slots;
+    int any_local = 0;
+    for (int l = 0; l < L; l++) any_local |= !nd_config_layer_is_global(c, l);
+    if (!any_local) s->local_slots = 0; /* Needle 2, or a v3 model without local layers */
     size_t rows = 0;
     for (int l = 0; l < L; l++) rows += (size_t)(nd_config_layer_is_global(c, l) ? s->cache_slots : s->local_slots);
     if (rows > (size_t)INT32_MAX) {
