@@ -15,6 +15,7 @@
  * Work is split into tasks of ND_CPU_ROWS_PER_TASK rows; every output element
  * is computed by one thread with the same instruction sequence, so results
  * are identical for any thread count. */
+#include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
