@@ -6,6 +6,10 @@
 #   make tsan       the same tests under ThreadSanitizer (gcc, build-tsan/)
 #   make fuzz       libFuzzer harnesses (clang), run briefly
 #   make CC=clang   any C11 compiler; the build is -Wall -Wextra -Werror clean
+#   make install    PREFIX=...: header, libneedle.a/.so (SONAME), the CLI, needle.pc
+#   make test-arm64 AArch64 (NEON) cross build, C tests under qemu-aarch64
+#   make musl       a static CLI on musl (build-musl/needle)
+#   make wasm       WebAssembly build + JavaScript API (web/); make test-wasm: Node + Chromium tests
 
 CC      ?= cc
 BUILD   ?= build
@@ -84,7 +88,7 @@ VERSION   := $(shell sed -n 's/^\#define NEEDLE_VERSION "\(.*\)"/\1/p' include/n
 SO_MAJOR  := $(firstword $(subst ., ,$(VERSION)))
 SONAME    := libneedle.so.$(SO_MAJOR)
 $(BUILD)/libneedle.so: $(LIB_OBJ) tools/libneedle.map
-	$(CC) -shared $(CFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libneedle.map -o $@ $(LIB_OBJ) $(LDLIBS)
+	$(CC) -shared $(CFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libneedle.map -o $@ $(filter %.o,$^) $(LDLIBS)
 
 $(BUILD)/needle: $(CLI_OBJ) $(BUILD)/libneedle.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libneedle.a $(LDLIBS)
@@ -188,7 +192,7 @@ fuzz: $(FUZZ_BIN)
 	  then tail -n 2 build-fuzz/$$n.log; else tail -n 40 build-fuzz/$$n.log; echo "fuzz $$n FAILED"; exit 1; fi; done
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-arm64 build-musl $(WASM_BUILD) web/dist
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 

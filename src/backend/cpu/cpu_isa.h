@@ -6,10 +6,12 @@
  * nd_cpu_isa_choose (core/cpu_features.c: the one place that decides), and
  * the plain kernel names of cpu_ops.h (nd_cpu_dot...) call through it.
  *
- * A new ISA-specific kernel (e.g. an int8 CQ dot) gets a field here, is
- * defined in its own *_avx512.c / *_avx2.c file (named with ND_ISA_NAME so
- * each copy is distinct), and is listed in cpu_kernel_table.c; the choice
- * of path stays in one place. */
+ * A new ISA-specific kernel (e.g. an int8 CQ dot) gets a field here (after
+ * the existing ones), is defined in its own *_avx512.c / *_avx2.c file, and
+ * is listed in cpu_kernel_table.c under `#if ND_CPU_ISA_NUM ==
+ * ND_ISA_NUM_avx512` (cpu_isa_names.h) for the paths that have it; a path without it leaves the field NULL and callers
+ * test `nd_cpu_kernels_active()->field`.  No other code checks CPU features:
+ * the choice of path stays in one place. */
 #ifndef ND_CPU_ISA_H
 #define ND_CPU_ISA_H
 

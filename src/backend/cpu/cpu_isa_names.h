@@ -29,6 +29,13 @@
 #define ND_ISA_ENUM_avx512 ND_ISA_AVX512
 #define ND_ISA_ENUM_neon ND_ISA_NEON
 #define ND_CPU_ISA_ENUM ND_ISA_CAT(ND_ISA_ENUM_, ND_CPU_ISA)
+/* the same as a number the preprocessor can test, e.g. for a kernel only some
+ * paths have:  #if ND_CPU_ISA_NUM == ND_ISA_NUM_avx512  (values = nd_cpu_isa) */
+#define ND_ISA_NUM_portable 0
+#define ND_ISA_NUM_avx2 1
+#define ND_ISA_NUM_avx512 2
+#define ND_ISA_NUM_neon 3
+#define ND_CPU_ISA_NUM ND_ISA_CAT(ND_ISA_NUM_, ND_CPU_ISA)
 
 #define nd_cpu_dot ND_ISA_NAME(nd_cpu_dot)
 #define nd_cpu_matmul ND_ISA_NAME(nd_cpu_matmul)

@@ -6,6 +6,8 @@
 
 #include "backend/cpu/cpu_isa.h"
 
+_Static_assert(ND_CPU_ISA_NUM == (int)ND_CPU_ISA_ENUM, "cpu_isa_names.h: ND_ISA_NUM_* must equal nd_cpu_isa");
+
 const nd_cpu_kernels ND_ISA_NAME(nd_cpu_kernels) = {
     .isa = ND_CPU_ISA_ENUM,
     .dot = nd_cpu_dot,
