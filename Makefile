@@ -1,15 +1,23 @@
 # needle - build the library (static + shared), the CLI and the tests.
 #   make            library + build/needle
 #   make test       build and run every test; ends with "N passed, N failed"
+#   make test-isa   the C tests once per kernel path this CPU runs (AVX-512, AVX2, portable)
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make tsan       the same tests under ThreadSanitizer (gcc, build-tsan/)
 #   make fuzz       libFuzzer harnesses (clang), run briefly
 #   make CC=clang   any C11 compiler; the build is -Wall -Wextra -Werror clean
+#   make install    PREFIX=...: header, libneedle.a/.so (SONAME), the CLI, needle.pc
+#   make test-arm64 AArch64 (NEON) cross build, C tests under qemu-aarch64
+#   make musl       a static CLI on musl (build-musl/needle)
+#   make wasm       WebAssembly build + JavaScript API (web/); make test-wasm: Node + Chromium tests
 
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
-NATIVE  ?= 1
+# The default build targets the compiler's portable baseline (x86-64: SSE2) and carries the
+# AVX2 and AVX-512 kernel copies, chosen at run time (NEEDLE_ISA forces one); NATIVE=1 compiles
+# everything for this machine's CPU instead (the binary may not run on another).
+NATIVE  ?= 0
 ifeq ($(NATIVE),1)
 ARCHFLAGS := -march=native
 endif
@@ -18,6 +26,17 @@ CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(ARCHFLAGS) -fPIC -D_GNU_SOURCE -Iinclude
 LDLIBS  += -lm -pthread
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/server/*' | sort)
+# the target's architecture: *_avx512.c / *_avx2.c are x86-64 only
+TARGET_ARCH_NAME := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
+ifneq ($(TARGET_ARCH_NAME),x86_64)
+LIB_SRC  := $(filter-out %_avx512.c %_avx2.c,$(LIB_SRC))
+endif
+ifeq ($(TARGET_ARCH_NAME),aarch64)
+# Debian's aarch64 gcc 12 stops with an internal compiler error (vect_transform_reduction) on
+# some test loops (test_backend_ops.c, test_cpu_isa.c): the tests compile without the loop
+# vectoriser there (the library does not hit it and keeps it)
+$(BUILD)/tests/%: override CFLAGS += -fno-tree-loop-vectorize
+endif
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -27,12 +46,15 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all lib test asan tsan fuzz clean check-golden
+.PHONY: all lib test test-isa asan tsan fuzz clean check-golden
 all: $(BUILD)/needle $(BUILD)/libneedle.so
 
 # `needle serve` (src/server/) links GNU libmicrohttpd into build/needle only, when pkg-config
 # finds it; libneedle never depends on it, and without it `needle serve` says how to get it.
+# (native builds only: a cross build, e.g. make test-arm64, has no target copy of it)
+ifeq ($(TARGET_ARCH_NAME),$(shell uname -m))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+endif
 ifneq ($(MHD_LIBS),)
 SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/server/*.c)))
 CLI_OBJ  += $(SERVER_OBJ)
@@ -60,8 +82,13 @@ $(BUILD)/libneedle.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libneedle.so: $(LIB_OBJ)
-	$(CC) -shared $(CFLAGS) -o $@ $^ $(LDLIBS)
+# The shared library: SONAME libneedle.so.MAJOR, and only the public needle_* symbols exported
+# (tools/libneedle.map); the static library, the CLI and the tests see everything.
+VERSION   := $(shell sed -n 's/^\#define NEEDLE_VERSION "\(.*\)"/\1/p' include/needle.h)
+SO_MAJOR  := $(firstword $(subst ., ,$(VERSION)))
+SONAME    := libneedle.so.$(SO_MAJOR)
+$(BUILD)/libneedle.so: $(LIB_OBJ) tools/libneedle.map
+	$(CC) -shared $(CFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libneedle.map -o $@ $(filter %.o,$^) $(LDLIBS)
 
 $(BUILD)/needle: $(CLI_OBJ) $(BUILD)/libneedle.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libneedle.a $(LDLIBS)
@@ -76,6 +103,71 @@ $(BUILD)/tools/%: tools/%.c $(BUILD)/libneedle.a
 
 test: $(BUILD)/needle $(TEST_BIN) $(TOOL_BIN)
 	@sh tools/run_tests.sh $(BUILD)
+
+# the C test suite once per kernel path this machine runs (NEEDLE_ISA=avx512, avx2, portable...)
+test-isa: $(BUILD)/needle $(TEST_BIN) $(TOOL_BIN)
+	@sh tools/test_isa.sh $(BUILD)
+
+# make install PREFIX=/usr/local (DESTDIR for staging): the header, libneedle.a, libneedle.so
+# (with its SONAME link), the CLI, the bundled model (share/needle/models) and needle.pc.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+.PHONY: install
+install: $(BUILD)/needle $(BUILD)/libneedle.a $(BUILD)/libneedle.so
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/needle/models
+	install -m 644 include/needle.h $(DESTDIR)$(PREFIX)/include/needle.h
+	install -m 644 $(BUILD)/libneedle.a $(DESTDIR)$(LIBDIR)/libneedle.a
+	install -m 755 $(BUILD)/libneedle.so $(DESTDIR)$(LIBDIR)/libneedle.so.$(VERSION)
+	ln -sf libneedle.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libneedle.so
+	install -m 755 $(BUILD)/needle $(DESTDIR)$(PREFIX)/bin/needle
+	install -m 644 models/needle-default.cact models/tools.json $(DESTDIR)$(PREFIX)/share/needle/models/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' tools/needle.pc.in \
+	  > $(DESTDIR)$(LIBDIR)/pkgconfig/needle.pc
+
+# AArch64 (NEON): cross-compiled (Debian gcc-aarch64-linux-gnu), statically linked, and the C test
+# suite run under qemu-aarch64 (Debian qemu-user).  ARM64_QUICK=1 skips the slowest training tests.
+ARM64_CC   ?= aarch64-linux-gnu-gcc
+ARM64_QEMU ?= qemu-aarch64
+.PHONY: test-arm64 test-bins
+test-bins: $(BUILD)/needle $(TEST_BIN) $(TOOL_BIN)
+test-arm64:
+	$(MAKE) BUILD=build-arm64 CC=$(ARM64_CC) LDLIBS="-lm -pthread -static" test-bins
+	sh tools/test_cross.sh build-arm64 $(ARM64_QEMU)
+
+# A static CLI on musl (Debian musl-tools): one file that runs on any x86-64 Linux; no server.
+.PHONY: musl
+musl:
+	$(MAKE) BUILD=build-musl CC=musl-gcc MHD_LIBS= LDLIBS="-lm -pthread -static" build-musl/needle
+
+# WebAssembly (Debian emscripten): the library's inference part and web/needle_wasm.c -> web/dist/needle-core.mjs
+# + .wasm, loaded by web/needle.mjs (the JavaScript API) in the demo page and in Node
+# (node web/test.mjs).  SIMD128 kernels (cpu_simd.h); single-threaded.  NODE_PATH: emcc's JavaScript
+# optimiser needs Debian's node-acorn, which a node from another source does not look for.
+EMCC       ?= emcc
+WASM_BUILD ?= build-wasm
+# inference only: the trainer and the evaluation harness stay out (they assume 64-bit sizes)
+WASM_SRC   := $(filter-out %_avx512.c %_avx2.c src/train/% src/eval/%,$(LIB_SRC)) web/needle_wasm.c
+WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_BUILD)/obj/%.o)
+WASM_CFLAGS := -std=c11 -O3 $(WARN) -msimd128 -D_GNU_SOURCE -Iinclude -Isrc
+WASM_EXPORTS := _needle_wasm_error,_needle_wasm_model_open,_needle_wasm_model_close,_needle_wasm_session_open
+WASM_EXPORTS := $(WASM_EXPORTS),_needle_wasm_session_close,_needle_wasm_session_reset,_needle_wasm_send
+WASM_EXPORTS := $(WASM_EXPORTS),_needle_wasm_free,_malloc,_free
+.PHONY: wasm test-wasm
+wasm: web/dist/needle-core.mjs
+$(WASM_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(EMCC) $(WASM_CFLAGS) -MMD -MP -c $< -o $@
+web/dist/needle-core.mjs: $(WASM_OBJ)
+	@mkdir -p web/dist
+	NODE_PATH=/usr/share/nodejs $(EMCC) -O3 -msimd128 -o $@ $(WASM_OBJ) -sMODULARIZE=1 -sEXPORT_ES6=1 -sEXPORT_NAME=createNeedleCore \
+	  -sENVIRONMENT=web,worker -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=33554432 -sTOTAL_STACK=1048576 \
+	  -sEXPORTED_FUNCTIONS=$(WASM_EXPORTS) -sEXPORTED_RUNTIME_METHODS=cwrap,UTF8ToString,HEAPU8
+test-wasm: wasm
+	node web/test.mjs
+	python3 web/test_browser.py
+-include $(WASM_OBJ:.o=.d)
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
@@ -100,7 +192,7 @@ fuzz: $(FUZZ_BIN)
 	  then tail -n 2 build-fuzz/$$n.log; else tail -n 40 build-fuzz/$$n.log; echo "fuzz $$n FAILED"; exit 1; fi; done
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-arm64 build-musl $(WASM_BUILD) web/dist
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 

@@ -32,6 +32,21 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DIST_NAME = "libneedle"
 CFLAGS = ["-std=c11", "-O2", "-fPIC", "-D_GNU_SOURCE", "-pthread", "-Wall", "-Wextra"]
 LDLIBS = ["-lm", "-pthread"]
+# Kernel copies for run-time selection (the Makefile's ISA_AVX512 / ISA_AVX2): a file named
+# *_avx512.c or *_avx2.c is compiled with that instruction set, on x86-64 only.
+ISA_FLAGS = {
+    "_avx512.c": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mavx2", "-mfma", "-mf16c"],
+    "_avx2.c": ["-mavx2", "-mfma", "-mf16c"],
+}
+
+
+def _isa_flags(cc, src):
+    """The instruction-set flags of one source, or None when it is not for this target."""
+    for suffix, isa in ISA_FLAGS.items():
+        if src.endswith(suffix):
+            machine = subprocess.run(cc + ["-dumpmachine"], stdout=subprocess.PIPE, universal_newlines=True).stdout
+            return isa if machine.startswith("x86_64") else None
+    return []
 MODEL_FILES = ("needle-default.cact", "tools.json")
 SDIST_PARTS = ("pyproject.toml", "README.md", "Makefile", "include", "src", "models", "python", "docs")
 # Zip entries get a fixed date so the same sources give the same wheel bytes.
@@ -95,6 +110,8 @@ def build_library(build_dir=None):
     jobs = []
     objects = []
     for src in _library_sources():
+        if _isa_flags(cc, src) is None:
+            continue
         obj = os.path.join(build_dir, "obj", src[:-2] + ".o")
         objects.append(obj)
         src_abs = os.path.join(ROOT, src)
@@ -107,7 +124,7 @@ def build_library(build_dir=None):
     def compile_one(job):
         src, obj = job
         os.makedirs(os.path.dirname(obj), exist_ok=True)
-        cmd = cc + flags + ["-c", src, "-o", obj]
+        cmd = cc + flags + _isa_flags(cc, src) + ["-c", src, "-o", obj]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         return cmd, r.returncode, r.stdout
 

@@ -114,7 +114,9 @@ int nd_backend_select(const char *name, const nd_backend_entry **out, const char
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             fprintf(stderr, "needle: %s backend unavailable (%s); using the next one\n", entries[i]->name, no);
     }
-    return nd_errorf(err, NEEDLE_EBACKEND, "no usable backend");
+    const char *last = NULL; /* the CPU, which only refuses when told to (NEEDLE_ISA): say why */
+    nd_backend_usable(entries[N_ENTRIES - 1], &last);
+    return nd_errorf(err, NEEDLE_EBACKEND, "no usable backend (%s: %s)", entries[N_ENTRIES - 1]->name, last);
 }
 
 int nd_backend_create(const nd_backend_entry *e, nd_threadpool *pool, nd_backend **out, needle_error *err)

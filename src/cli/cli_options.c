@@ -110,6 +110,10 @@ char *cli_default_file(const char *name)
 {
     char rel[1024];
     snprintf(rel, sizeof rel, "models/%s", name);
+    char *found = cli_repo_file(rel);
+    if (found) return found;
+    /* an installed CLI (make install): PREFIX/bin/needle finds PREFIX/share/needle/models */
+    snprintf(rel, sizeof rel, "share/needle/models/%s", name);
     return cli_repo_file(rel);
 }
 

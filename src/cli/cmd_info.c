@@ -12,9 +12,16 @@
 
 static void print_features(const char *key, const nd_cpu_features *f)
 {
-    printf("\"%s\":{\"avx2\":%s,\"fma\":%s,\"avx512f\":%s,\"avx512bw\":%s,\"f16c\":%s,\"neon\":%s}", key,
-           f->avx2 ? "true" : "false", f->fma ? "true" : "false", f->avx512f ? "true" : "false",
-           f->avx512bw ? "true" : "false", f->f16c ? "true" : "false", f->neon ? "true" : "false");
+    const struct {
+        const char *name;
+        int on;
+    } v[] = {{"avx2", f->avx2},         {"fma", f->fma},           {"f16c", f->f16c},
+             {"avx512f", f->avx512f},   {"avx512bw", f->avx512bw}, {"avx512vl", f->avx512vl},
+             {"avx512dq", f->avx512dq}, {"avx512vnni", f->avx512vnni}, {"neon", f->neon},
+             {"neon_dotprod", f->neon_dotprod}};
+    printf("\"%s\":{", key);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) printf("%s\"%s\":%s", i ? "," : "", v[i].name, v[i].on ? "true" : "false");
+    printf("}");
 }
 
 /* a JSON string: escape quotes, backslashes, controls */
@@ -34,7 +41,8 @@ int cmd_info(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: needle info\nPrints backends, the selected one and why (NEEDLE_BACKEND overrides),\n"
-                   "threads (NEEDLE_THREADS overrides) and CPU features, as JSON.\n");
+                   "threads (NEEDLE_THREADS overrides), CPU features and the kernel path\n"
+                   "(NEEDLE_ISA=avx512|avx2|portable|neon forces one), as JSON.\n");
             return 0;
         }
         fprintf(stderr, "usage: needle info\n");
@@ -66,7 +74,28 @@ int cmd_info(int argc, char **argv)
     nd_cpu_features_compiled(&comp);
     print_features("cpu_features", &det);
     printf(",");
-    print_features("compiled_kernels", &comp);
+    print_features("compiled_baseline", &comp);
+    /* the kernel paths: built in, runnable here, the one chosen and why */
+    printf(",\"kernel_paths\":[");
+    int first = 1;
+    for (int i = ND_ISA_COUNT - 1; i >= 0; i--) {
+        if (!nd_cpu_isa_built((nd_cpu_isa)i)) continue;
+        const char *missing = NULL;
+        int ok = nd_cpu_isa_supported(&det, (nd_cpu_isa)i, &missing);
+        printf("%s{\"name\":\"%s\",\"runs_here\":%s", first ? "" : ",", nd_cpu_isa_name((nd_cpu_isa)i),
+               ok ? "true" : "false");
+        if (!ok) printf(",\"missing\":\"%s\"", missing);
+        printf("}");
+        first = 0;
+    }
+    nd_cpu_isa isa;
+    const char *isa_why = NULL;
+    int isa_rc = nd_cpu_isa_choose(&isa, &isa_why);
+    printf("],\"kernel_path\":");
+    if (isa_rc == 0) printf("\"%s\"", nd_cpu_isa_name(isa));
+    else printf("null");
+    printf(",\"kernel_path_reason\":");
+    print_json_string(isa_why);
     printf("}\n");
     return rc == 0 ? 0 : 1;
 }

@@ -10,6 +10,7 @@
  *   - K is walked in KC blocks in order; between blocks the partial sums live
  *     in C itself, so every entry of C is one in-order sum over k.
  * Transposes cost nothing: an operand is read through its strides. */
+#include "train/gemm_isa_names.h" /* first: this copy's names (compiled once per ISA) */
 #include "train/gemm.h"
 
 #include <stdint.h>

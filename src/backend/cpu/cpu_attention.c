@@ -8,6 +8,7 @@
  * section 5.  Scores, the softmax (vectorised exp) and the weighted sum of
  * values run over a contiguous list of visible rows.  A task's result depends
  * only on its inputs, never on which thread runs it. */
+#include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <math.h>
 #include <stdint.h>
 

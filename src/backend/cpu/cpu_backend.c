@@ -2,8 +2,10 @@
  * (an instance first) to the kernels of cpu_ops.h, and the registry entry.
  * The CPU implements every op; its instance needs no state beyond the
  * thread pool the seam already carries. */
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_ops.h"
 
 static int cpu_supports(const nd_backend *be, nd_op op)
@@ -205,8 +207,28 @@ static const nd_backend_ops cpu_ops = {
     .probe_head = cpu_probe_head,
 };
 
+/* usable unless NEEDLE_ISA forces a kernel path this build or CPU cannot run */
+static int cpu_probe(char *why, size_t size)
+{
+    const char *reason = NULL;
+    if (nd_cpu_isa_choose(NULL, &reason) == 0) return 0;
+    snprintf(why, size, "%s", reason);
+    return 1;
+}
+
+static int cpu_describe(char *buf, size_t size)
+{
+    nd_cpu_isa isa;
+    const char *reason = NULL;
+    nd_cpu_isa_choose(&isa, &reason);
+    snprintf(buf, size, "%s kernels (%s)", nd_cpu_isa_name(nd_cpu_kernels_active()->isa), reason);
+    return 0;
+}
+
 const nd_backend_entry nd_backend_entry_cpu = {
     .name = "cpu",
-    .description = "portable C with AVX-512/AVX2+FMA kernels where compiled in",
+    .description = "C kernels: AVX-512, AVX2+FMA, NEON or portable, chosen at start-up",
     .ops = &cpu_ops,
+    .probe = cpu_probe,
+    .describe = cpu_describe,
 };

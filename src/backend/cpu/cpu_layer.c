@@ -5,6 +5,7 @@
  * These are the host loops forward.c and heads.c used to run themselves,
  * moved here unchanged (same SIMD helpers, same order of operations), so the
  * forward pass goes through the op table and its results keep their bits. */
+#include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

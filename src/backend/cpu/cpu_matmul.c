@@ -15,6 +15,7 @@
  * Work is split into tasks of ND_CPU_ROWS_PER_TASK rows; every output element
  * is computed by one thread with the same instruction sequence, so results
  * are identical for any thread count. */
+#include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
@@ -22,6 +23,7 @@
 #endif
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_simd.h" /* ndv for the 4-wide (NEON, SIMD128) paths */
 #include "core/fp16.h"
 
 /* ---------------------------------------------------------------- dots */
@@ -95,6 +97,14 @@ static void dot4(const float *w0, const float *w1, const float *w2, const float 
         c3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, c3);
     }
     s0 = hsum256(c0), s1 = hsum256(c1), s2 = hsum256(c2), s3 = hsum256(c3);
+#elif ND_VW == 4 /* NEON, WebAssembly SIMD128: the same, four lanes wide (cpu_simd.h) */
+    ndv c0 = ndv_zero(), c1 = c0, c2 = c0, c3 = c0;
+    for (; i + 4 <= n; i += 4) {
+        ndv xv = ndv_load(x + i);
+        c0 = ndv_fma(ndv_load(w0 + i), xv, c0), c1 = ndv_fma(ndv_load(w1 + i), xv, c1);
+        c2 = ndv_fma(ndv_load(w2 + i), xv, c2), c3 = ndv_fma(ndv_load(w3 + i), xv, c3);
+    }
+    s0 = ndv_hsum(c0), s1 = ndv_hsum(c1), s2 = ndv_hsum(c2), s3 = ndv_hsum(c3);
 #endif
     for (; i < n; i++) {
         s0 += w0[i] * x[i];

@@ -1,4 +1,5 @@
 /* cpu_ops.c - small CPU kernels: norms, RoPE, Walsh-Hadamard, Sinkhorn, KV quantisation. */
+#include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <math.h>
 #include <string.h>
 

@@ -1,6 +1,8 @@
 /* cpu_simd.h - one small vector type for the CPU kernels, so each kernel is
- * written once and compiles to AVX-512 (16 floats), AVX2+FMA (8 floats) or
- * plain C (1 float) depending on the build's -march.
+ * written once and compiles to AVX-512 (16 floats), AVX2+FMA (8 floats),
+ * NEON or WebAssembly SIMD128 (4 floats) or plain C (1 float) depending on
+ * the flags the file is compiled with (an x86-64 build compiles the kernels
+ * once per ISA and picks one at run time: cpu_isa.h).
  *
  * Results differ between these widths (summation order), but every build is
  * deterministic: a given binary computes the same bits whatever the thread
@@ -15,6 +17,12 @@
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define ND_SIMD_NEON 1
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#define ND_SIMD_WASM 1
 #endif
 
 #if defined(__AVX512F__)
@@ -68,6 +76,55 @@ static inline ndv ndv_pow2i(ndv n)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 static inline ndv ndv_round(ndv x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+#elif defined(ND_SIMD_NEON)
+#define ND_VW 4
+typedef float32x4_t ndv;
+static inline ndv ndv_zero(void) { return vdupq_n_f32(0.0f); }
+static inline ndv ndv_set1(float x) { return vdupq_n_f32(x); }
+static inline ndv ndv_load(const float *p) { return vld1q_f32(p); }
+static inline void ndv_store(float *p, ndv v) { vst1q_f32(p, v); }
+static inline ndv ndv_add(ndv a, ndv b) { return vaddq_f32(a, b); }
+static inline ndv ndv_sub(ndv a, ndv b) { return vsubq_f32(a, b); }
+static inline ndv ndv_mul(ndv a, ndv b) { return vmulq_f32(a, b); }
+static inline ndv ndv_fma(ndv a, ndv b, ndv c) { return vfmaq_f32(c, a, b); }
+static inline ndv ndv_max(ndv a, ndv b) { return vmaxq_f32(a, b); }
+static inline float ndv_hsum(ndv v) { return vaddvq_f32(v); }
+static inline float ndv_hmax(ndv v) { return vmaxvq_f32(v); }
+static inline ndv ndv_pow2i(ndv n)
+{
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
+static inline ndv ndv_round(ndv x) { return vrndnq_f32(x); }
+#elif defined(ND_SIMD_WASM)
+/* WebAssembly SIMD128 has no fused multiply-add: ndv_fma is a multiply and an add */
+#define ND_VW 4
+typedef v128_t ndv;
+static inline ndv ndv_zero(void) { return wasm_f32x4_splat(0.0f); }
+static inline ndv ndv_set1(float x) { return wasm_f32x4_splat(x); }
+static inline ndv ndv_load(const float *p) { return wasm_v128_load(p); }
+static inline void ndv_store(float *p, ndv v) { wasm_v128_store(p, v); }
+static inline ndv ndv_add(ndv a, ndv b) { return wasm_f32x4_add(a, b); }
+static inline ndv ndv_sub(ndv a, ndv b) { return wasm_f32x4_sub(a, b); }
+static inline ndv ndv_mul(ndv a, ndv b) { return wasm_f32x4_mul(a, b); }
+static inline ndv ndv_fma(ndv a, ndv b, ndv c) { return wasm_f32x4_add(wasm_f32x4_mul(a, b), c); }
+static inline ndv ndv_max(ndv a, ndv b) { return wasm_f32x4_pmax(a, b); }
+static inline float ndv_hsum(ndv v)
+{
+    return (wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1)) +
+           (wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3));
+}
+static inline float ndv_hmax(ndv v)
+{
+    float a = wasm_f32x4_extract_lane(v, 0), b = wasm_f32x4_extract_lane(v, 1);
+    float c = wasm_f32x4_extract_lane(v, 2), d = wasm_f32x4_extract_lane(v, 3);
+    a = a > b ? a : b, c = c > d ? c : d;
+    return a > c ? a : c;
+}
+static inline ndv ndv_pow2i(ndv n)
+{
+    return wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_trunc_sat_f32x4(n), wasm_i32x4_splat(127)), 23);
+}
+static inline ndv ndv_round(ndv x) { return wasm_f32x4_nearest(x); }
 #else
 #define ND_VW 1
 typedef float ndv;
@@ -117,6 +174,10 @@ static inline ndv ndv_min(ndv a, ndv b)
     return _mm512_min_ps(a, b);
 #elif ND_VW == 8
     return _mm256_min_ps(a, b);
+#elif defined(ND_SIMD_NEON)
+    return vminq_f32(a, b);
+#elif defined(ND_SIMD_WASM)
+    return wasm_f32x4_pmin(a, b);
 #else
     return a < b ? a : b;
 #endif
@@ -127,6 +188,10 @@ static inline ndv ndv_div(ndv a, ndv b)
     return _mm512_div_ps(a, b);
 #elif ND_VW == 8
     return _mm256_div_ps(a, b);
+#elif defined(ND_SIMD_NEON)
+    return vdivq_f32(a, b);
+#elif defined(ND_SIMD_WASM)
+    return wasm_f32x4_div(a, b);
 #else
     return a / b;
 #endif

@@ -1,0 +1,48 @@
+#!/bin/sh
+# test_cross.sh BUILD RUNNER... - the C test binaries of a cross build (make test-arm64), each
+# run through RUNNER (e.g. qemu-aarch64) from the repository root, NEEDLE_TEST_JOBS (default: the
+# number of CPUs) at a time; prints each test's result and time and ends with "N passed, N failed".
+# ARM64_QUICK=1 leaves out the long training tests (QUICK_SKIP; make test runs them natively) and
+# says which.
+BUILD=$1
+shift
+QUICK_SKIP="test_train_resume test_train test_api_train test_heads_train test_train_grad"
+jobs=${NEEDLE_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+logs=$(mktemp -d /tmp/needle-cross.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+skipped=""
+list=""
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    if [ -n "$ARM64_QUICK" ] && printf ' %s ' "$QUICK_SKIP" | grep -q " $name "; then
+        skipped="$skipped $name"
+    else
+        list="$list $t"
+    fi
+done
+# one test per job: its output, then "rc=N seconds=N" on the last line
+export logs
+printf '%s\n' $list | xargs -P "$jobs" -I{} sh -c '
+    start=$(date +%s); out=$("$@" {} 2>&1); rc=$?
+    printf "%s\nrc=%d seconds=%d\n" "$out" $rc $(($(date +%s) - start)) > "$logs/$(basename {}).log"' sh "$@"
+passed=0
+failed=0
+for t in $list; do
+    name=$(basename "$t")
+    log="$logs/$name.log"
+    tail_line=$(tail -n 1 "$log" 2>/dev/null)
+    rc=$(echo "$tail_line" | sed -n 's/^rc=\([0-9]*\) .*/\1/p')
+    secs=$(echo "$tail_line" | sed -n 's/.*seconds=\([0-9]*\)/\1/p')
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" 2>/dev/null | tail -n 1)
+    grep -E '^(not ok|  FAIL)' "$log" 2>/dev/null | head -n 20
+    echo "== $name: ${line:-no summary (exit ${rc:-?})} (${secs:-?} s)"
+    if [ -z "$line" ]; then failed=$((failed + 1)); continue; fi
+    f=$(echo "$line" | cut -d' ' -f3)
+    passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
+    failed=$((failed + f))
+    if [ "${rc:-1}" -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); fi
+done
+[ -n "$skipped" ] && echo "ARM64_QUICK: not run here (run natively by make test):$skipped"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
