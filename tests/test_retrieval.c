@@ -333,6 +333,33 @@ static void test_five_tools_need_no_retrieval(void)
     needle_model_close(m);
 }
 
+/* The catalogue is embedded on one reused state (retrieval.c, embedder): each
+ * tool's embedding is bit for bit the one embedding it alone gives. */
+static void test_catalogue_embeddings_equal_single_embeddings(void)
+{
+    needle_model *m = open_model(MODEL);
+    if (!m) return;
+    nd_json *all = NULL;
+    needle_error err = {0};
+    nd_retriever *r = NULL;
+    CHECK(nd_json_parse(catalogue, strlen(catalogue), "cat", &all, &err) == 0);
+    CHECKF(all && nd_retriever_build(m->net, m->tok, all, NULL, &r, &err) == 0, "%s", err.message);
+    if (r) {
+        CHECK(r->n_tools == N_CATALOGUE && r->embedded == N_CATALOGUE);
+        float *one = malloc(sizeof(float) * (size_t)r->dim);
+        int same = 0;
+        for (int i = 0; one && i < r->n_tools; i++)
+            if (nd_retrieval_embed_text(m->net, m->tok, r->texts[i], one, &err) == 0 &&
+                !memcmp(one, r->emb + (size_t)i * r->dim, sizeof(float) * (size_t)r->dim))
+                same++;
+        CHECKF(same == N_CATALOGUE, "%d of %d embeddings equal", same, N_CATALOGUE);
+        free(one);
+    }
+    nd_retriever_free(r);
+    nd_json_free(all);
+    needle_model_close(m);
+}
+
 int main(void)
 {
     catalogue = tool_catalogue_load(N_CATALOGUE, -1);
@@ -346,6 +373,7 @@ int main(void)
     RUN(test_catalogue_top5_rendered_and_compiled);
     RUN(test_selection_kept_for_conversation);
     RUN(test_no_head_renders_every_tool);
+    RUN(test_catalogue_embeddings_equal_single_embeddings);
     RUN(test_five_tools_need_no_retrieval);
     free(catalogue);
     return check_summary();
