@@ -241,7 +241,14 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     }
     const nd_json *calls = NULL;
     int success = 0;
-    if (needle_session_send(s, q->str, &envelope, &e2) == 0 && envelope &&
+    int sent = needle_session_send(s, q->str, &envelope, &e2);
+    if (sent == NEEDLE_ELIMIT && !envelope) {
+        /* a request longer than the model's context is refused before the
+         * model runs: the row cannot be asked, it is not the model's miss */
+        rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: %s", where, e2.message);
+        goto done;
+    }
+    if (sent == 0 && envelope &&
         nd_json_parse(envelope, strlen(envelope), NULL, &env, &e2) == 0 && env->type == ND_JSON_OBJECT) {
         const nd_json *ok = nd_json_get(env, "success"), *tps = nd_json_get(env, "decode_tps");
         success = ok && ok->type == ND_JSON_TRUE;

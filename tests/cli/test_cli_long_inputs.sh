@@ -71,6 +71,18 @@ run "$NEEDLE" run --model "$M" < "$T/turns.txt"
 if has 'query: the turn is ' && [ "$(printf '%s\n' "$out" | grep -c '"success":true')" -eq 2 ]; then ok run_long_later_turn_refused_conversation_goes_on
 else bad run_long_later_turn_refused_conversation_goes_on "rc=$rc"; fi
 
+# an eval row whose query is longer than the context is skipped with FILE:LINE, not scored as a miss
+python3 -c '
+import json, sys
+tools = json.load(open(sys.argv[1]))
+print(json.dumps({"query": "turn on the lights " * 200, "tools": tools, "answers": []}))
+print(json.dumps({"query": "turn on the kitchen lights", "tools": tools, "answers": [{"name": "set_lights", "arguments": {"room": "kitchen", "on": True}}]}))
+' "$ROOT/models/tools.json" > "$T/longq.jsonl"
+run "$NEEDLE" eval --model "$M" "$T/longq.jsonl"
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q -E "longq.jsonl:1: skipped: query: the turn is $LIMIT_RE" && has '"rows":1,"malformed":1,"errors":0'
+then ok eval_long_query_row_skipped_with_file_line
+else bad eval_long_query_row_skipped_with_file_line "rc=$rc"; fi
+
 # many tools: retrieval embeds them all and shows the model the best that fit
 run "$NEEDLE" run --model "$M" --tools "$T/in/tools_4000.json" "do task number 17"
 if printf '%s' "$out" | grep -q -E '"success":true,.*"function_calls":\[\{"name":"tool_[0-9]+"'; then ok run_many_tools_answered_by_retrieval
