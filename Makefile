@@ -46,7 +46,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all lib test test-isa asan tsan fuzz clean check-golden
+.PHONY: all lib test test-isa asan tsan fuzz clean check-golden long-inputs
 all: $(BUILD)/needle $(BUILD)/libneedle.so
 
 # `needle serve` (src/server/) links GNU libmicrohttpd into build/needle only, when pkg-config
@@ -168,6 +168,10 @@ test-wasm: wasm
 	node web/test.mjs
 	python3 web/test_browser.py
 -include $(WASM_OBJ:.o=.d)
+
+# the oversized inputs of issue 20 (D2) at full size: outcome, wall time and peak RSS of each
+long-inputs: $(BUILD)/needle
+	@sh tests/long/time_long_inputs.sh $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \

@@ -266,27 +266,42 @@ static void test_selection_kept_for_conversation(void)
     needle_model_close(m);
 }
 
-/* Without a contrastive head nothing can rank the tools: all are rendered. */
+/* Without a contrastive head nothing can rank the tools: all are rendered,
+ * and a set whose block is longer than the model's context is refused with
+ * the numbers (context_budget.h). */
 static void test_no_head_renders_every_tool(void)
 {
+    enum { N_FIT = 6 }; /* more than five, short enough to fit 512 positions */
+    static const char six[] =
+        "[{\"name\":\"lights_on\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"}}}},"
+        "{\"name\":\"lights_off\"},{\"name\":\"play_music\"},{\"name\":\"stop_music\"},"
+        "{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}},"
+        "{\"name\":\"set_timer\",\"parameters\":{\"type\":\"object\",\"properties\":{\"minutes\":{\"type\":\"integer\"}}}}]";
     needle_model *m = open_model(MODEL);
     if (!m) return;
     m->net->weights.contrastive.present = 0;
-    needle_session *s = open_session(m, catalogue, NULL);
+    needle_session *s = open_session(m, six, NULL);
     if (s) {
         CHECK(s->retr == NULL);
-        CHECK(nd_grammar_tool_count(s->grammar) == N_CATALOGUE);
+        CHECK(nd_grammar_tool_count(s->grammar) == N_FIT);
         char *env = NULL;
         needle_error err = {0};
         CHECK(needle_session_send(s, "turn on the lights", &env, &err) == 0);
-        CHECK(s->n_selected == 0 && nd_grammar_tool_count(s->grammar) == N_CATALOGUE);
+        CHECK(s->n_selected == 0 && nd_grammar_tool_count(s->grammar) == N_FIT);
         nd_json *block = NULL;
         CHECK(nd_json_parse(s->tools_compact, strlen(s->tools_compact), "block", &block, &err) == 0);
-        CHECK(block && block->count == N_CATALOGUE);
+        CHECK(block && block->count == N_FIT);
         nd_json_free(block);
         free(env);
         needle_session_close(s);
     }
+    needle_session_options so = {.tools_json = catalogue};
+    needle_error err = {0};
+    s = NULL;
+    CHECK(needle_session_open(m, &so, &s, &err) == NEEDLE_ELIMIT && s == NULL);
+    CHECKF(strstr(err.message, "tools: the tools block is ") && strstr(err.message, " over the limit of ") &&
+               strstr(err.message, "(max_seq_len 512 less 32 reserved for the request"),
+           "%s", err.message);
     m->net->weights.contrastive.present = 1;
     needle_model_close(m);
 }
@@ -318,6 +333,33 @@ static void test_five_tools_need_no_retrieval(void)
     needle_model_close(m);
 }
 
+/* The catalogue is embedded on one reused state (retrieval.c, embedder): each
+ * tool's embedding is bit for bit the one embedding it alone gives. */
+static void test_catalogue_embeddings_equal_single_embeddings(void)
+{
+    needle_model *m = open_model(MODEL);
+    if (!m) return;
+    nd_json *all = NULL;
+    needle_error err = {0};
+    nd_retriever *r = NULL;
+    CHECK(nd_json_parse(catalogue, strlen(catalogue), "cat", &all, &err) == 0);
+    CHECKF(all && nd_retriever_build(m->net, m->tok, all, NULL, &r, &err) == 0, "%s", err.message);
+    if (r) {
+        CHECK(r->n_tools == N_CATALOGUE && r->embedded == N_CATALOGUE);
+        float *one = malloc(sizeof(float) * (size_t)r->dim);
+        int same = 0;
+        for (int i = 0; one && i < r->n_tools; i++)
+            if (nd_retrieval_embed_text(m->net, m->tok, r->texts[i], one, &err) == 0 &&
+                !memcmp(one, r->emb + (size_t)i * r->dim, sizeof(float) * (size_t)r->dim))
+                same++;
+        CHECKF(same == N_CATALOGUE, "%d of %d embeddings equal", same, N_CATALOGUE);
+        free(one);
+    }
+    nd_retriever_free(r);
+    nd_json_free(all);
+    needle_model_close(m);
+}
+
 int main(void)
 {
     catalogue = tool_catalogue_load(N_CATALOGUE, -1);
@@ -331,6 +373,7 @@ int main(void)
     RUN(test_catalogue_top5_rendered_and_compiled);
     RUN(test_selection_kept_for_conversation);
     RUN(test_no_head_renders_every_tool);
+    RUN(test_catalogue_embeddings_equal_single_embeddings);
     RUN(test_five_tools_need_no_retrieval);
     free(catalogue);
     return check_summary();

@@ -4,6 +4,7 @@
 #include "grammar/grammar.h"
 #include "grammar/schema.h"
 #include "check.h"
+#include "core/buf.h"
 #include "core/json.h"
 
 /* Compile a tools array; returns the code and copies the message. */
@@ -102,9 +103,54 @@ static void test_subset(void)
     nd_json_free(doc);
 }
 
+/* Many properties compile in linear time (issue 20, D2: 10,000 properties took
+ * seconds, then hours in decoding): "required" in any order still marks the
+ * right keys, and a key declared by two allOf members is still refused. */
+static int accepts(const nd_grammar *g, const char *text)
+{
+    nd_grammar_state st;
+    nd_grammar_start(g, &st);
+    return nd_grammar_advance(g, &st, text, strlen(text)) == 0 && nd_grammar_complete(g, &st);
+}
+
+static void test_many_properties(void)
+{
+    enum { N = 3000 };
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_buf_puts(&b, "[{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < N; i++) nd_buf_printf(&b, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    nd_buf_puts(&b, "},\"required\":[");
+    for (int i = N - 1, first = 1; i >= 0; i--)
+        if (i % 1000 == 7) {
+            nd_buf_printf(&b, "%s\"p%d\"", first ? "" : ",", i);
+            first = 0;
+        }
+    nd_buf_puts(&b, "]}}]");
+    CHECK(!b.oom);
+    nd_json *doc = NULL;
+    needle_error err = {0};
+    nd_grammar *g = NULL;
+    CHECK(nd_json_parse(b.data, b.len, "test", &doc, &err) == 0);
+    CHECK(doc && nd_grammar_compile(doc, &g, &err) == 0);
+    if (g) {
+        CHECK(accepts(g, "[{\"name\":\"f\",\"arguments\":{\"p7\":1,\"p1007\":2,\"p2007\":3}}]"));
+        CHECK(accepts(g, "[{\"name\":\"f\",\"arguments\":{\"p0\":0,\"p7\":1,\"p1007\":2,\"p2007\":3,\"p2999\":9}}]"));
+        CHECK(!accepts(g, "[{\"name\":\"f\",\"arguments\":{\"p7\":1,\"p2007\":3}}]")); /* p1007 missing */
+        CHECK(!accepts(g, "[{\"name\":\"f\",\"arguments\":{\"p7\":1,\"p1007\":2,\"p2007\":3,\"p3000\":4}}]"));
+    }
+    nd_grammar_free(g);
+    nd_json_free(doc);
+    nd_buf_free(&b);
+    CHECK(param_error("{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}}},"
+                      "{\"type\":\"object\",\"properties\":{\"c\":{},\"b\":{}}}]}",
+                      "properties.b: declared twice in allOf"));
+}
+
 int main(void)
 {
     RUN(test_unsupported_keywords_name_the_path);
+    RUN(test_many_properties);
     RUN(test_unsatisfiable_is_an_error);
     RUN(test_tools_array_shape);
     RUN(test_subset);

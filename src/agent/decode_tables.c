@@ -104,7 +104,10 @@ int nd_agent_model_prepare(needle_model *m, needle_error *err)
         goto done;
     }
     size_t n = 0;
+    m->max_piece_bytes = 1;
     for (int id = 0; id < ntok; id++) {
+        int plen = 0;
+        if (nd_tokenizer_piece(m->tok, id, &plen) && plen > m->max_piece_bytes) m->max_piece_bytes = plen;
         int len = 0;
         const char *p = nd_tokenizer_token_bytes(m->tok, id, &len);
         if (!ordinary_token(m->tok, id) || !p || len <= 0) continue;

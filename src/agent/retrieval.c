@@ -42,6 +42,59 @@ int nd_retrieval_cells_ids(const nd_model *net, const int *ids, int T, float **c
     return 0;
 }
 
+/* Many texts embedded one after another (a tool catalogue) share one state
+ * and one cells buffer: the state is created once with a window of
+ * max_seq_len and reset per text.  A text of T <= max_seq_len tokens sees
+ * exactly what a state with a window of T shows it (every earlier token),
+ * and the cache holds positions in order, so the embeddings are the same. */
+typedef struct embedder {
+    const nd_model *net;
+    nd_state *st;
+    float *cells;  /* [max_seq_len * (L+1) * d] */
+    uint8_t *want; /* [max_seq_len] zeros: no logits */
+    nd_ids ids;
+} embedder;
+
+static void embedder_free(embedder *e)
+{
+    nd_state_free(e->st);
+    free(e->cells);
+    free(e->want);
+    nd_ids_free(&e->ids);
+}
+
+static int embedder_init(embedder *e, const nd_model *net, needle_error *err)
+{
+    memset(e, 0, sizeof *e);
+    e->net = net;
+    nd_ids_init(&e->ids);
+    const nd_config *c = &net->weights.cfg;
+    nd_state_options so = {.window = c->max_seq_len, .sinks = 0, .max_chunk = 0};
+    int rc = nd_state_create(net, &so, &e->st, err);
+    if (rc) return rc;
+    e->cells = malloc(sizeof(float) * (size_t)c->max_seq_len * (size_t)(c->num_layers + 1) * (size_t)c->d_model);
+    e->want = calloc((size_t)c->max_seq_len, 1);
+    if (!e->cells || !e->want) {
+        embedder_free(e);
+        return nd_errorf(err, NEEDLE_ENOMEM, "retrieval: out of memory");
+    }
+    return 0;
+}
+
+/* The embedding of [BOS] + enc(text) (cut to max_seq_len tokens). */
+static int embedder_text(embedder *e, nd_tokenizer *tok, const char *text, float *emb, needle_error *err)
+{
+    const nd_config *c = &e->net->weights.cfg;
+    e->ids.len = 0;
+    if (nd_ids_push(&e->ids, nd_tokenizer_bos(tok))) return nd_errorf(err, NEEDLE_ENOMEM, "retrieval: out of memory");
+    int rc = nd_tokenizer_encode(tok, text, strlen(text), &e->ids, err);
+    if (rc) return rc;
+    int T = (int)e->ids.len > c->max_seq_len ? c->max_seq_len : (int)e->ids.len;
+    nd_state_reset(e->st);
+    if ((rc = nd_state_eval(e->st, e->ids.data, T, e->want, NULL, e->cells, err)) != 0) return rc;
+    return nd_head_contrastive(e->net, e->cells, T * (c->num_layers + 1), emb, err);
+}
+
 int nd_retrieval_cells_text(const nd_model *net, nd_tokenizer *tok, const char *text, float **cells, int *n_cells,
                             needle_error *err)
 {
@@ -302,16 +355,21 @@ int nd_retriever_build(const nd_model *net, nd_tokenizer *tok, const nd_json *to
     if (index_path) load_index(r, index_path, model_fp, &old);
     int file_was_good = index_path && !r->warning[0] && access(index_path, F_OK) == 0;
 
+    embedder em;
+    int have_em = 0;
     for (int i = 0; i < r->n_tools && !rc; i++) {
         float *e = r->emb + (size_t)i * r->dim;
         const float *hit = nd_tool_index_find(&old, nd_retrieval_text_key(r->texts[i], strlen(r->texts[i])));
         if (hit) {
             memcpy(e, hit, sizeof(float) * (size_t)r->dim);
         } else {
-            rc = nd_retrieval_embed_text(net, tok, r->texts[i], e, err);
+            if (!have_em && (rc = embedder_init(&em, net, err)) != 0) break;
+            have_em = 1;
+            rc = embedder_text(&em, tok, r->texts[i], e, err);
             r->embedded++;
         }
     }
+    if (have_em) embedder_free(&em);
 
     /* write when anything was new or the file was bad: the current tools first,
      * then earlier entries (other tool sets) while there is room */

@@ -28,6 +28,52 @@ static char *dup_string(const char *s)
 
 /* ------------------------------------------------------------------ tools */
 
+/* The whole tools array is pinned: it must fit the context with the system text. */
+static int check_whole_block(needle_session *s, const nd_json *tools, int *prefix_len, needle_error *err)
+{
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_json_write(&b, tools, 1);
+    int rc = b.oom ? nd_errorf(err, NEEDLE_ENOMEM, "tools: out of memory")
+                   : nd_budget_check_tools(s->model, &s->budget, s->system, b.data, NULL, 0, prefix_len, err);
+    nd_buf_free(&b);
+    return rc;
+}
+
+/* With retrieval each declared tool must fit alone (a tool that can never be
+ * shown is an error now, not a surprise at some later request).  A tool of no
+ * more bytes than the room left fits without counting: a token covers at
+ * least one byte of the block. */
+static int check_each_tool(needle_session *s, const nd_json *tools, needle_error *err)
+{
+    const nd_budget *bg = &s->budget;
+    int room = bg->context - ND_REQUEST_RESERVE - bg->frame - bg->system;
+    nd_buf b;
+    nd_buf_init(&b);
+    int rc = 0;
+    for (size_t i = 0; i < tools->count && !rc; i++) {
+        nd_buf_reset(&b);
+        nd_buf_putc(&b, '[');
+        nd_json_write(&b, &tools->items[i], 1);
+        nd_buf_putc(&b, ']');
+        if (b.oom) {
+            rc = nd_errorf(err, NEEDLE_ENOMEM, "tools: out of memory");
+            break;
+        }
+        if (b.len <= (size_t)(room > 0 ? room : 0)) continue;
+        const nd_json *name = tools->items[i].type == ND_JSON_OBJECT ? nd_json_get(&tools->items[i], "name") : NULL;
+        char what[300];
+        if (name && name->type == ND_JSON_STRING)
+            snprintf(what, sizeof what, "tool %zu (\"%.200s%s\") alone", i, name->str, name->len > 200 ? "..." : "");
+        else
+            snprintf(what, sizeof what, "tool %zu alone", i);
+        int P = 0;
+        rc = nd_budget_check_tools(s->model, bg, s->system, b.data, what, 0, &P, err);
+    }
+    nd_buf_free(&b);
+    return rc;
+}
+
 /* Parse the caller's tools strictly, compile the grammar, and keep the
  * training form of the array (compact, non-ASCII escaped, key order kept). */
 static int load_tools(needle_session *s, const char *tools_json, needle_error *err)
@@ -42,6 +88,17 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
     }
     nd_grammar *g = NULL;
     if ((rc = nd_grammar_compile(tools, &g, err)) != 0) {
+        nd_json_free(tools);
+        return rc;
+    }
+    /* more than five tools and a head to rank them with: retrieval pins only
+     * the selected ones, so each tool must fit alone; otherwise the whole
+     * block is pinned and must fit (context_budget.h).  After the schemas:
+     * a broken schema is reported as such whatever its length. */
+    int use_retrieval = tools->count > ND_RETRIEVAL_TOP_K && s->model->net->weights.contrastive.present;
+    int prefix_len = -1;
+    if ((rc = use_retrieval ? check_each_tool(s, tools, err) : check_whole_block(s, tools, &prefix_len, err)) != 0) {
+        nd_grammar_free(g);
         nd_json_free(tools);
         return rc;
     }
@@ -64,7 +121,7 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
     /* more than five tools and a head to rank them with: embed them now
      * (or load them from the index), select per conversation */
     nd_retriever *retr = NULL;
-    if (tools->count > ND_RETRIEVAL_TOP_K && s->model->net->weights.contrastive.present &&
+    if (use_retrieval &&
         (rc = nd_retriever_build(s->model->net, s->model->tok, tools, s->tool_index_path, &retr, err)) != 0) {
         nd_buf_free(&b);
         nd_mask_cache_free(mc);
@@ -86,7 +143,7 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
     s->tools_compact = nd_buf_take(&b);
     s->started = 0;
     s->pending.len = 0;
-    s->prefix_len = -1; /* recomputed at the next turn */
+    s->prefix_len = prefix_len; /* with retrieval: known once the tools are selected */
     return 0;
 }
 
@@ -96,30 +153,55 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
 static int select_tools(needle_session *s, const char *query, needle_error *err)
 {
     int idx[ND_RETRIEVAL_TOP_K];
-    int n = nd_retriever_select(s->retr, s->model->net, s->model->tok, query, ND_RETRIEVAL_TOP_K, idx, err);
-    if (n < 0) return n;
-    if (n == s->n_selected && !memcmp(idx, s->selected, sizeof(int) * (size_t)n)) return 0; /* same block */
-    nd_grammar *g = NULL;
-    int rc = nd_grammar_compile_subset(s->tools, idx, (size_t)n, &g, err);
-    if (rc) return rc;
-    nd_mask_cache *mc = NULL;
-    if ((rc = nd_mask_cache_new(g, s->model->trie, ND_MASK_CACHE_ENTRIES, &mc, err)) != 0) {
-        nd_grammar_free(g);
+    const nd_retriever *r = s->retr;
+    float *q = malloc(sizeof(float) * (size_t)r->dim);
+    if (!q) return nd_errorf(err, NEEDLE_ENOMEM, "retrieval: out of memory");
+    int rc = nd_retrieval_embed_text(s->model->net, s->model->tok, query, q, err);
+    if (rc) {
+        free(q);
         return rc;
     }
+    /* the best ND_RETRIEVAL_TOP_K, fewer while their block does not fit the
+     * context (each tool fits alone: load_tools checked) */
     nd_buf b;
     nd_buf_init(&b);
-    nd_buf_putc(&b, '[');
-    for (int i = 0; i < n; i++) {
-        if (i) nd_buf_putc(&b, ',');
-        nd_buf_puts(&b, s->retr->texts[idx[i]]);
+    int n = 0, prefix_len = -1;
+    for (int k = ND_RETRIEVAL_TOP_K; k >= 1; k--) {
+        n = nd_retrieval_top_k(r->emb, r->n_tools, r->dim, q, k, idx);
+        nd_buf_reset(&b);
+        nd_buf_putc(&b, '[');
+        for (int i = 0; i < n; i++) {
+            if (i) nd_buf_putc(&b, ',');
+            nd_buf_puts(&b, r->texts[idx[i]]);
+        }
+        nd_buf_putc(&b, ']');
+        if (b.oom) {
+            rc = nd_errorf(err, NEEDLE_ENOMEM, "tools: out of memory");
+            break;
+        }
+        rc = nd_budget_check_tools(s->model, &s->budget, s->system, b.data, NULL, k > 1, &prefix_len, err);
+        if (rc != NEEDLE_ELIMIT || k == 1) break;
     }
-    nd_buf_putc(&b, ']');
-    if (b.oom) {
+    free(q);
+    if (rc) {
         nd_buf_free(&b);
-        nd_mask_cache_free(mc);
+        return rc;
+    }
+    if (n == s->n_selected && !memcmp(idx, s->selected, sizeof(int) * (size_t)n)) { /* same block */
+        nd_buf_free(&b);
+        s->prefix_len = prefix_len;
+        return 0;
+    }
+    nd_grammar *g = NULL;
+    if ((rc = nd_grammar_compile_subset(s->tools, idx, (size_t)n, &g, err)) != 0) {
+        nd_buf_free(&b);
+        return rc;
+    }
+    nd_mask_cache *mc = NULL;
+    if ((rc = nd_mask_cache_new(g, s->model->trie, ND_MASK_CACHE_ENTRIES, &mc, err)) != 0) {
+        nd_buf_free(&b);
         nd_grammar_free(g);
-        return nd_errorf(err, NEEDLE_ENOMEM, "tools: out of memory");
+        return rc;
     }
     nd_mask_cache_free(s->masks);
     nd_grammar_free(s->grammar);
@@ -129,7 +211,7 @@ static int select_tools(needle_session *s, const char *query, needle_error *err)
     s->tools_compact = nd_buf_take(&b);
     memcpy(s->selected, idx, sizeof(int) * (size_t)n);
     s->n_selected = n;
-    s->prefix_len = -1;
+    s->prefix_len = prefix_len;
     return 0;
 }
 
@@ -139,19 +221,7 @@ static int select_tools(needle_session *s, const char *query, needle_error *err)
  * as the prompt with an empty query cut after its last </tools>. */
 static int compute_prefix_len(needle_session *s, needle_error *err)
 {
-    nd_ids v;
-    nd_ids_init(&v);
-    int rc = nd_chat_prompt_ids(s->model->tok, s->system, s->tools_compact, "", &v, err);
-    if (!rc) {
-        s->prefix_len = 0;
-        for (size_t i = v.len; i-- > 0;)
-            if (v.data[i] == s->model->id_tools_close) {
-                s->prefix_len = (int)i + 1;
-                break;
-            }
-    }
-    nd_ids_free(&v);
-    return rc;
+    return nd_budget_prefix_len(s->model, s->system, s->tools_compact, &s->prefix_len, err);
 }
 
 /* ------------------------------------------------------------------ open/close */
@@ -191,6 +261,7 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     if (!rc && opt->tool_index_path && opt->tool_index_path[0] &&
         !(s->tool_index_path = dup_string(opt->tool_index_path)))
         rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+    if (!rc) rc = nd_budget_init(m, s->system, &s->budget, err);
     if (!rc) rc = load_tools(s, opt->tools_json, err);
     if (rc) {
         nd_session_free(s);
@@ -259,6 +330,8 @@ static int fresh_state(needle_session *s, int sinks, needle_error *err)
 static int queue_turn(needle_session *s, int kind, const char *text, needle_error *err)
 {
     nd_tokenizer *tok = s->model->tok;
+    const char *label = kind == ND_TURN_TOOL_RESULT ? "tool result" : "query";
+    size_t before = s->pending.len;
     nd_ids v;
     nd_ids_init(&v);
     int rc = 0;
@@ -268,6 +341,8 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
         /* the pinned block must really be a prefix of this prompt */
         int sinks = s->prefix_len;
         if (sinks > (int)v.len || (sinks > 0 && v.data[sinks - 1] != s->model->id_tools_close)) sinks = 0;
+        if ((rc = nd_budget_check_request(&s->budget, s->prefix_len, v.len - (size_t)s->prefix_len, label, err)) != 0)
+            goto done;
         if ((rc = fresh_state(s, sinks, err)) != 0) goto done;
         s->pending.len = 0;
         rc = nd_ids_append(&s->pending, &v, err);
@@ -284,6 +359,9 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
                    : nd_tokenizer_encode(tok, b.data, b.len, &s->pending, err);
         nd_buf_free(&b);
     }
+    /* a later turn: its own segment against the same pinned block */
+    if (!rc && s->started)
+        rc = nd_budget_check_request(&s->budget, s->prefix_len, s->pending.len - before, label, err);
 done:
     nd_ids_free(&v);
     return rc;
@@ -330,8 +408,18 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     s->cells_len = 0;
     s->turn_ids.len = 0;
 
+    /* a text certainly too long is refused before it is tokenized or embedded */
+    rc = nd_budget_precheck_request(s->model, &s->budget, s->started || !s->retr ? s->prefix_len : -1, strlen(text),
+                                    kind == ND_TURN_TOOL_RESULT ? "tool result" : "query", err);
+    if (rc) {
+        free(result_compact);
+        return rc;
+    }
     /* a new conversation ranks the tools for its first request */
-    if (!s->started && s->retr && (rc = select_tools(s, text, err)) != 0) return rc;
+    if (!s->started && s->retr && (rc = select_tools(s, text, err)) != 0) {
+        free(result_compact);
+        return rc;
+    }
 
     /* prefill: the new turn's ids */
     size_t keep_pending = s->pending.len;

@@ -14,7 +14,9 @@
  * mask, so it always parses and satisfies the declared schemas.
  *
  * Memory stays bounded: everything up to and including `</tools>` is pinned as
- * KV sinks and later positions live in a window that the engine slides.
+ * KV sinks and later positions live in a window that the engine slides.  The
+ * pinned block and each turn are bounded by the model's context
+ * (context_budget.h), checked before anything is evaluated.
  */
 #ifndef ND_SESSION_H
 #define ND_SESSION_H
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #include "grammar/grammar.h"
+#include "agent/context_budget.h"
 #include "agent/retrieval.h"
 #include "agent/sampler.h"
 #include "grammar/token_mask.h"
@@ -57,6 +60,7 @@ struct needle_model {
     nd_forced close_call;    /* </tool_call> <|im_end|> */
     int id_think_close;      /* </think> */
     int id_tools_close;      /* </tools> */
+    int max_piece_bytes;     /* the longest piece: no token covers more bytes of text (context_budget.h) */
 };
 
 /* Build the decoding tables for m->tok / m->net (called by the openers). */
@@ -66,6 +70,7 @@ void nd_agent_model_release(needle_model *m);
 struct needle_session {
     needle_model *model;
     char *system;          /* NULL: none */
+    nd_budget budget;      /* token counts of the layout and the system text */
     char *tools_compact;   /* the training form of the tools array */
     nd_json *tools;        /* every declared tool */
     nd_grammar *grammar;   /* over the rendered tools only */

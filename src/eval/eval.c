@@ -205,8 +205,14 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     const nd_json *sys = rc ? NULL : nd_json_get(row, "system");
     if (!rc && (!q || q->type != ND_JSON_STRING))
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"query\" missing or not a string", where);
+    if (!rc && strlen(q->str) != q->len) /* a \u0000 would silently cut the query */
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"query\" contains a NUL character (\\u0000) at byte %zu", where,
+                       strlen(q->str));
     if (!rc && sys && sys->type != ND_JSON_STRING && sys->type != ND_JSON_NULL)
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"system\" is not a string", where);
+    if (!rc && sys && sys->type == ND_JSON_STRING && strlen(sys->str) != sys->len)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"system\" contains a NUL character (\\u0000) at byte %zu", where,
+                       strlen(sys->str));
     if (!rc) rc = json_field(row, "answers", "function_calls", where, &gold_owned, &gold, err);
     if (!rc) rc = check_gold(gold, where, err);
     int row_tools = !rc && (o->tools_from_data == 1 || (o->tools_from_data == 2 && nd_json_get(row, "tools")));
@@ -235,7 +241,14 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     }
     const nd_json *calls = NULL;
     int success = 0;
-    if (needle_session_send(s, q->str, &envelope, &e2) == 0 && envelope &&
+    int sent = needle_session_send(s, q->str, &envelope, &e2);
+    if (sent == NEEDLE_ELIMIT && !envelope) {
+        /* a request longer than the model's context is refused before the
+         * model runs: the row cannot be asked, it is not the model's miss */
+        rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: %s", where, e2.message);
+        goto done;
+    }
+    if (sent == 0 && envelope &&
         nd_json_parse(envelope, strlen(envelope), NULL, &env, &e2) == 0 && env->type == ND_JSON_OBJECT) {
         const nd_json *ok = nd_json_get(env, "success"), *tps = nd_json_get(env, "decode_tps");
         success = ok && ok->type == ND_JSON_TRUE;

@@ -664,22 +664,22 @@ static int build_object_from(ctx *c, const prop_src *src, int n_src, const nd_js
     nd_buf_init(&b);
     for (int k = 0; k < n_src; k++) {
         const nd_json *pr = src[k].props;
+        /* keys within one object are unique (the JSON reader refuses
+         * duplicates): only the keys of earlier allOf members can clash, so a
+         * single object of many properties compiles in linear time */
+        int earlier = c->g->nodes[id].n_props;
         for (size_t i = 0; i < pr->count; i++) {
             nd_gnode *n = &c->g->nodes[id];
-            for (int j = 0; j < n->n_props; j++) {
-                nd_buf_reset(&b);
-                nd_json_write_string(&b, pr->keys[i], pr->key_lens[i], 1);
-                nd_buf_putc(&b, ':');
+            nd_buf_reset(&b);
+            nd_json_write_string(&b, pr->keys[i], pr->key_lens[i], 1);
+            nd_buf_putc(&b, ':');
+            if (b.oom) { nd_buf_free(&b); return nd_errorf(c->err, NEEDLE_ENOMEM, "%s: out of memory", path); }
+            for (int j = 0; j < earlier; j++)
                 if (n->props[j].key_len == b.len && memcmp(n->props[j].key, b.data, b.len) == 0) {
                     nd_buf_free(&b);
                     return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.properties.%s: declared twice in allOf",
                                      src[k].path, pr->keys[i]);
                 }
-            }
-            nd_buf_reset(&b);
-            nd_json_write_string(&b, pr->keys[i], pr->key_lens[i], 1);
-            nd_buf_putc(&b, ':');
-            if (b.oom) { nd_buf_free(&b); return nd_errorf(c->err, NEEDLE_ENOMEM, "%s: out of memory", path); }
             snprintf(sub, sizeof sub, "%s.properties.%s", src[k].path, pr->keys[i]);
             int v = compile(c, &pr->items[i], sub, depth + 1);
             if (v < 0) { nd_buf_free(&b); return v; }
@@ -697,22 +697,31 @@ static int build_object_from(ctx *c, const prop_src *src, int n_src, const nd_js
         if (!rq) continue;
         if (rq->type != ND_JSON_ARRAY)
             return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.required: must be an array", src[k].path);
+        int hint = 0;
         for (size_t i = 0; i < rq->count; i++) {
             if (rq->items[i].type != ND_JSON_STRING)
                 return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.required[%zu]: must be a string", src[k].path, i);
             int found = 0;
-            for (int j = 0; j < n->n_props; j++) {
-                /* keys are stored encoded; compare against the encoded form */
-                nd_buf kb;
-                nd_buf_init(&kb);
-                nd_json_write_string(&kb, rq->items[i].str, rq->items[i].len, 1);
-                nd_buf_putc(&kb, ':');
-                if (!kb.oom && kb.len == n->props[j].key_len && memcmp(kb.data, n->props[j].key, kb.len) == 0) {
+            /* keys are stored encoded; compare against the encoded form */
+            nd_buf kb;
+            nd_buf_init(&kb);
+            nd_json_write_string(&kb, rq->items[i].str, rq->items[i].len, 1);
+            nd_buf_putc(&kb, ':');
+            if (kb.oom) {
+                nd_buf_free(&kb);
+                return nd_errorf(c->err, NEEDLE_ENOMEM, "%s: out of memory", path);
+            }
+            /* keys are unique; a "required" list usually follows the declared
+             * order, so the search starts after the previous match */
+            for (int step = 0; step < n->n_props && !found; step++) {
+                int j = (hint + step) % n->n_props;
+                if (kb.len == n->props[j].key_len && memcmp(kb.data, n->props[j].key, kb.len) == 0) {
                     n->props[j].required = 1;
                     found = 1;
+                    hint = j + 1;
                 }
-                nd_buf_free(&kb);
             }
+            nd_buf_free(&kb);
             if (!found)
                 return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.required: \"%s\" is not a declared property",
                                  src[k].path, rq->items[i].str);

@@ -158,7 +158,8 @@ static const char *opt_string(const nd_json *obj, const char *key, int *bad)
 {
     const nd_json *v = nd_json_get(obj, key);
     if (!v || v->type == ND_JSON_NULL) return "";
-    if (v->type != ND_JSON_STRING || strlen(v->str) != v->len) { *bad = 1; return ""; }
+    if (v->type != ND_JSON_STRING) { *bad = 1; return ""; }
+    if (strlen(v->str) != v->len) { *bad = 2; return ""; } /* a \u0000 would silently cut the text */
     return v->str;
 }
 
@@ -181,10 +182,14 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
     int bad = 0;
     const char *reasoning = opt_string(row, "reasoning", &bad), *system = opt_string(row, "system", &bad);
     if (row->type != ND_JSON_OBJECT) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: the row is not a JSON object", where);
-    else if (!q || q->type != ND_JSON_STRING || strlen(q->str) != q->len)
+    else if (!q || q->type != ND_JSON_STRING)
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"query\" missing or not a string", where);
+    else if (strlen(q->str) != q->len)
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"query\" contains a NUL character (\\u0000) at byte %zu", where,
+                       strlen(q->str));
     else if (!t) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"tools\" missing", where);
     else if (!a) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"answers\" (or \"function_calls\") missing", where);
+    else if (bad == 2) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" contains a NUL character (\\u0000)", where);
     else if (bad) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" must be strings", where);
     if (!rc) rc = compact_json_field(t, "tools", where, &tools, err);
     if (!rc) rc = compact_json_field(a, "answers", where, &answers, err);

@@ -338,6 +338,12 @@ static int parse_row(const char *line, size_t len, const char *where, row *r, ne
         nd_errorf(err, NEEDLE_EFORMAT, "%s: needs a string query, a tools array and an answers array", where);
         goto out;
     }
+    if (strlen(q->str) != q->len || (sys && sys->type == ND_JSON_STRING && strlen(sys->str) != sys->len)) {
+        /* a \u0000 would silently cut the text */
+        nd_errorf(err, NEEDLE_EFORMAT, "%s: \"%s\" contains a NUL character (\\u0000)", where,
+                  strlen(q->str) != q->len ? "query" : "system");
+        goto out;
+    }
     r->query = dup_n(q->str, q->len);
     r->system = sys && sys->type == ND_JSON_STRING && sys->len ? dup_n(sys->str, sys->len) : NULL;
     r->tools = compact(tools);
@@ -392,7 +398,12 @@ static int load_rows(const char *path, int max_rows, row **out, int *n_out, FILE
             }
             needle_error e = {0};
             if (parse_row(p, ll, where, &rows[n], &e) == 0) n++;
-            else if (log) fprintf(log, "%s: skipped: %s\n", where, e.message);
+            else if (log) {
+                /* the reason already starts with "FILE:LINE: " */
+                size_t wl = strlen(where);
+                const char *why = strncmp(e.message, where, wl) == 0 && e.message[wl] == ':' ? e.message + wl + 2 : e.message;
+                fprintf(log, "%s: skipped: %s\n", where, why);
+            }
         }
         p += ll + 1;
     }

@@ -12,6 +12,7 @@ NEEDLE_ELIMIT = -12, no calls), never invalid output.
 import json
 import os
 import random
+import re
 import subprocess
 
 import pytest
@@ -125,7 +126,7 @@ def check_envelope(env, tools):
 def test_random_schemas_give_valid_envelopes(tmp_path):
     need_cli()
     r = random.Random(20250501)
-    n_cases, successes, calls = 120, 0, 0
+    n_cases, successes, calls, refused = 120, 0, 0, 0
     for case in range(n_cases):
         tools = gen_tools(r)
         path = tmp_path / f"tools{case}.json"
@@ -135,6 +136,12 @@ def test_random_schemas_give_valid_envelopes(tmp_path):
             args += ["--temperature", "1.0", "--top-p", "0.95", "--seed", str(case)]
         queries = r.sample(QUERIES, 2)
         p = run_cli(args, stdin="\n".join(queries).encode() + b"\n")
+        if p.returncode == 1 and not p.stdout and b"over the limit of" in p.stderr:
+            # a tools block longer than the model's context is refused up front (context_budget.h)
+            assert re.search(rb"tools: the tools block is \d+ tokens, \d+ over the limit of \d+ \(max_seq_len 512",
+                             p.stderr), p.stderr
+            refused += 1
+            continue
         lines = p.stdout.decode("utf-8").splitlines()
         assert len(lines) == 2, p.stdout
         all_ok = True
@@ -147,9 +154,12 @@ def test_random_schemas_give_valid_envelopes(tmp_path):
                 all_ok = False
         # the exit status says whether any turn's envelope reported success:false
         assert p.returncode == (0 if all_ok else 1), p.stderr.decode()
-    print(f"{successes}/{2 * n_cases} turns succeeded, {calls} calls validated")
+    print(f"{successes}/{2 * (n_cases - refused)} turns succeeded, {calls} calls validated, "
+          f"{refused} tool sets refused as longer than the context")
+    # most random tool sets fit the context
+    assert refused <= n_cases // 4, refused
     # bounded schemas finish; free strings may exhaust the budget, but not always
-    assert successes >= n_cases // 2, successes
+    assert successes >= (n_cases - refused) // 2, successes
     assert calls > 0
 
 
