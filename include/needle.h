@@ -86,6 +86,8 @@ typedef struct needle_session_options {
     float temperature;           /* 0: greedy */
     float top_p;                 /* 0 or 1: no nucleus cut */
     uint64_t seed;               /* sampling seed */
+    int strict;                  /* 1: withhold calls the grounding checks flag (ungrounded values or a
+                                    negated request): they go to "suppressed_calls", function_calls is [] */
 } needle_session_options;
 
 int needle_session_open(needle_model *m, const needle_session_options *opt, needle_session **out,

@@ -27,7 +27,8 @@ class ModelOptions(ctypes.Structure):
 class SessionOptions(ctypes.Structure):
     _fields_ = [("system", ctypes.c_char_p), ("tools_json", ctypes.c_char_p), ("tool_index_path", ctypes.c_char_p),
                 ("max_new_tokens", ctypes.c_int), ("max_reasoning_tokens", ctypes.c_int),
-                ("temperature", ctypes.c_float), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
+                ("temperature", ctypes.c_float), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("strict", ctypes.c_int)]
 
 
 class FinetuneOptions(ctypes.Structure):
