@@ -56,8 +56,8 @@ MODE=""
 [ "$FULL" = 1 ] && MODE=--full
 start=$(date +%s)
 # shellcheck disable=SC2086
-# the data directory: train.jsonl to train, val.jsonl for validation (early stopping, best weights kept)
-"$NEEDLE" finetune "$OUT/data" --test "$OUT/data/val.jsonl" --checkpoint "$BASE" --tokenizer "$TOK" \
+# val.jsonl for validation (early stopping, best weights kept); step 5 scores the test split
+"$NEEDLE" finetune "$OUT/data/train.jsonl" --val "$OUT/data/val.jsonl" --checkpoint "$BASE" --tokenizer "$TOK" \
     --out "$OUT/finetuned.safetensors" $MODE --epochs "$EPOCHS" --lr "$LR" --batch-size "$BATCH" --bucket batch \
     --max-len 1024 --seed "$SEED" --log-every 20 $THREADS_FLAG
 echo "fine-tuning took $(( $(date +%s) - start )) s"
