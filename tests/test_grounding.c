@@ -237,6 +237,10 @@ static void test_strict_session_withholds(void)
         CHECK(env && strstr(env, "\"negation\":true"));
         if (strict) CHECK(env && strstr(env, "\"function_calls\":[]"));
         else CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
+        /* a flagged call's confidence is halved: at most 0.5 */
+        const char *cf = env ? strstr(env, "\"confidence\":") : NULL;
+        if (!strict && env && !strstr(env, "\"function_calls\":[]") && cf && strncmp(cf + 13, "null", 4))
+            CHECKF(strtod(cf + 13, NULL) <= 0.5, "%s", cf);
         needle_free(env);
         env = NULL;
         CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);

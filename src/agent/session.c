@@ -418,7 +418,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 nd_grounding_free(&g);
                 return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory in the grounding checks");
             }
-            if (s->strict && calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation)) {
+            int flagged = calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation);
+            /* a call the checks doubt is less likely right, whatever the token probabilities say */
+            if (flagged && !isnan(confidence)) confidence *= 0.5;
+            if (s->strict && flagged) {
                 suppressed = r.calls.data;
                 r.calls.len = 0; /* the envelope says [] */
             }
