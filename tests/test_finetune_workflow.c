@@ -130,8 +130,8 @@ static void test_turns_rows(void)
         "{\"query\":\"q\",\"tools\":%s,\"answers\":[],\"turns\":[{\"answers\":[]}]}",
         "{\"query\":\"q\",\"tools\":%s,\"answers\":[],\"turns\":[{\"user\":\"x\",\"tool_result\":1,\"answers\":[]}]}",
         "{\"query\":\"q\",\"tools\":%s,\"answers\":[],\"turns\":[{\"user\":\"x\"}]}",
-        "{\"query\":\"q\",\"tools\":%s,\"answers\":[],\"turns\":[{\"user\":\"x\",\"answers\":[{\"name\":\"nope\","
-        "\"arguments\":{}}]}]}",
+        ("{\"query\":\"q\",\"tools\":%s,\"answers\":[],\"turns\":[{\"user\":\"x\",\"answers\":[{\"name\":\"nope\","
+         "\"arguments\":{}}]}]}"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(row, sizeof row, bad[i], TOOLS);
