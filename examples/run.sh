@@ -8,7 +8,7 @@
 # Environment (all optional):
 #   EXAMPLES=1500    generated rows (80/10/10 train/val/test)      SEED=1
 #   BASE=...         float checkpoint to start from (default models/needle-default.safetensors)
-#   EPOCHS=3 LR=1e-3 BATCH=16 FULL=1 (FULL=0: LoRA)               THREADS=(all cores)
+#   EPOCHS=auto LR=auto BATCH=16 FULL=1 (FULL=0: LoRA)            THREADS=(all cores)
 #   OUT=build/examples/SET                                        NEEDLE=build/needle
 # Needs python3 with faker and num2words (pip install faker num2words) for the generator.
 set -euo pipefail
@@ -21,8 +21,8 @@ NEEDLE=${NEEDLE:-build/needle}
 OUT=${OUT:-build/examples/$SET}
 EXAMPLES=${EXAMPLES:-1500}
 SEED=${SEED:-1}
-EPOCHS=${EPOCHS:-3}
-LR=${LR:-1e-3}
+EPOCHS=${EPOCHS:-auto}
+LR=${LR:-auto}
 BATCH=${BATCH:-16}
 FULL=${FULL:-1}
 TOK=tests/golden/tok8k.model
@@ -56,9 +56,10 @@ MODE=""
 [ "$FULL" = 1 ] && MODE=--full
 start=$(date +%s)
 # shellcheck disable=SC2086
-"$NEEDLE" finetune "$OUT/data/train.jsonl" --checkpoint "$BASE" --tokenizer "$TOK" --out "$OUT/finetuned.safetensors" \
-    $MODE --epochs "$EPOCHS" --lr "$LR" --batch-size "$BATCH" --bucket batch --max-len 1024 --val-split 0.05 \
-    --seed "$SEED" --log-every 20 $THREADS_FLAG
+# val.jsonl for validation (early stopping, best weights kept); step 5 scores the test split
+"$NEEDLE" finetune "$OUT/data/train.jsonl" --val "$OUT/data/val.jsonl" --checkpoint "$BASE" --tokenizer "$TOK" \
+    --out "$OUT/finetuned.safetensors" $MODE --epochs "$EPOCHS" --lr "$LR" --batch-size "$BATCH" --bucket batch \
+    --max-len 1024 --seed "$SEED" --log-every 20 $THREADS_FLAG
 echo "fine-tuning took $(( $(date +%s) - start )) s"
 
 echo "== 4. build $OUT/$SET.cact"

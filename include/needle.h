@@ -87,6 +87,8 @@ typedef struct needle_session_options {
     float temperature;           /* 0: greedy */
     float top_p;                 /* 0 or 1: no nucleus cut */
     uint64_t seed;               /* sampling seed */
+    int strict;                  /* 1: withhold calls the grounding checks flag (ungrounded values or a
+                                    negated request): they go to "suppressed_calls", function_calls is [] */
 } needle_session_options;
 
 int needle_session_open(needle_model *m, const needle_session_options *opt, needle_session **out,
@@ -116,13 +118,15 @@ void needle_free(void *p);
  * In-process and blocking; progress lines go where the CLI prints them
  * (finetune: stderr, build: stdout) unless `quiet` is set. */
 typedef struct needle_finetune_options {
-    const char *data_path;       /* JSONL rows {query, tools, answers|function_calls, reasoning?, system?} */
-    const char *checkpoint_path; /* the base .safetensors checkpoint */
+    const char *data_path;       /* JSONL rows {query, tools, answers|function_calls, reasoning?, system?, turns?} */
+    const char *checkpoint_path; /* the base .safetensors checkpoint, or a .cact (dequantised, with a warning) */
     const char *out_path;        /* the LoRA adapter (default) or, with full, the whole checkpoint */
     const char *tokenizer_path;  /* a SentencePiece .model, or a .cact whose tokenizer to use (required) */
     int full;                    /* 1: train every parameter (heads excepted); 0: LoRA */
-    int epochs, batch_size, lora_rank, max_len, threads, log_every;
-    double lr, lora_alpha, val_split;
+    int epochs;                  /* 0: automatic (about 300 steps: 1 to 20 epochs, by the data's size) */
+    int batch_size, lora_rank, max_len, threads, log_every;
+    double lr;                   /* 0: automatic (5e-4 full, 2e-3 LoRA) */
+    double lora_alpha, val_split;
     uint64_t seed;
     int bucket_batch;            /* 0: one padded length for the run (SPEC); 1: per-batch buckets */
     int bucket_window;           /* bucket_batch only: batches per sorting window (0: no sorting) */
@@ -132,14 +136,22 @@ typedef struct needle_finetune_options {
     int stop_after;              /* > 0: stop after N steps in total */
     const char *plot_path;       /* an SVG of the loss curves; NULL for none */
     int quiet;                   /* 1: no progress lines */
+    const char *val_path;        /* validation rows from this file (generate-data's val.jsonl); NULL: val_split */
+    int eval_every;              /* validation loss every N steps as well as after each epoch; 0: automatic */
+    int patience;                /* stop after N validations without a better loss; 0: never */
+    int keep_last;               /* 1: return the last weights; 0: those of the best validation loss */
 } needle_finetune_options;
 
 typedef struct needle_finetune_result {
     int rows, steps, stopped;    /* rows used, optimiser steps run, 1 when stop_after ended the run */
     double first_loss, last_loss, last_val_loss, seconds, tokens_per_s;
+    int epochs;                  /* the epochs planned (after the automatic choice) */
+    int best_step, early_stopped;/* the step whose weights were returned (keep_last 0); 1: patience ran out */
+    double best_val_loss, lr;    /* NAN without validation; the learning rate used */
 } needle_finetune_result;
 
-/* The CLI's defaults: 3 epochs, batch 16, lr 1e-4, LoRA rank 16 alpha 32, max_len 1024, val 0.1. */
+/* The CLI's defaults: automatic epochs and lr, batch 16, LoRA rank 16 alpha 32, max_len 1024, val 0.1,
+ * validation about 10 times a run, patience 3, the best weights kept. */
 void needle_finetune_options_default(needle_finetune_options *o);
 /* Fine-tune; `res` may be NULL. */
 int needle_finetune(const needle_finetune_options *o, needle_finetune_result *res, needle_error *err);

@@ -50,8 +50,10 @@ static void test_defaults_match_the_cli(void)
 {
     needle_finetune_options o;
     needle_finetune_options_default(&o);
-    CHECK(o.epochs == 3 && o.batch_size == 16 && o.lora_rank == 16 && o.lora_alpha == 32 && o.max_len == 1024);
-    CHECK(o.lr > 0.99e-4 && o.lr < 1.01e-4 && o.val_split > 0.099 && o.val_split < 0.101 && !o.full);
+    /* epochs and lr 0: chosen automatically; early stopping with patience 3, the best weights kept */
+    CHECK(o.epochs == 0 && o.batch_size == 16 && o.lora_rank == 16 && o.lora_alpha == 32 && o.max_len == 1024);
+    CHECK(o.lr == 0 && o.val_split > 0.099 && o.val_split < 0.101 && !o.full);
+    CHECK(o.patience == 3 && o.eval_every == 0 && !o.keep_last && !o.val_path);
     CHECK(!o.data_path && !o.checkpoint_path && !o.out_path && !o.resume_path);
 }
 
@@ -101,7 +103,7 @@ static void test_finetune_errors(void)
     o.tokenizer_path = TOK;
     o.quiet = 1;
     CHECK(needle_finetune(&o, NULL, &err) == NEEDLE_EIO && strstr(err.message, "no-such.jsonl"));
-    o.epochs = 0;
+    o.epochs = -1;
     CHECK(needle_finetune(&o, NULL, &err) == NEEDLE_EINVAL);
     o.epochs = 1;
     o.tokenizer_path = "tests/golden/no-such.model";

@@ -27,7 +27,8 @@ class ModelOptions(ctypes.Structure):
 class SessionOptions(ctypes.Structure):
     _fields_ = [("system", ctypes.c_char_p), ("tools_json", ctypes.c_char_p), ("tool_index_path", ctypes.c_char_p),
                 ("max_new_tokens", ctypes.c_int), ("max_reasoning_tokens", ctypes.c_int),
-                ("temperature", ctypes.c_float), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
+                ("temperature", ctypes.c_float), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("strict", ctypes.c_int)]
 
 
 class FinetuneOptions(ctypes.Structure):
@@ -38,13 +39,17 @@ class FinetuneOptions(ctypes.Structure):
                 ("lr", ctypes.c_double), ("lora_alpha", ctypes.c_double), ("val_split", ctypes.c_double),
                 ("seed", ctypes.c_uint64), ("bucket_batch", ctypes.c_int), ("bucket_window", ctypes.c_int),
                 ("save_every", ctypes.c_int), ("state_path", ctypes.c_char_p), ("resume_path", ctypes.c_char_p),
-                ("stop_after", ctypes.c_int), ("plot_path", ctypes.c_char_p), ("quiet", ctypes.c_int)]
+                ("stop_after", ctypes.c_int), ("plot_path", ctypes.c_char_p), ("quiet", ctypes.c_int),
+                ("val_path", ctypes.c_char_p), ("eval_every", ctypes.c_int), ("patience", ctypes.c_int),
+                ("keep_last", ctypes.c_int)]
 
 
 class FinetuneResult(ctypes.Structure):
     _fields_ = [("rows", ctypes.c_int), ("steps", ctypes.c_int), ("stopped", ctypes.c_int),
                 ("first_loss", ctypes.c_double), ("last_loss", ctypes.c_double), ("last_val_loss", ctypes.c_double),
-                ("seconds", ctypes.c_double), ("tokens_per_s", ctypes.c_double)]
+                ("seconds", ctypes.c_double), ("tokens_per_s", ctypes.c_double),
+                ("epochs", ctypes.c_int), ("best_step", ctypes.c_int), ("early_stopped", ctypes.c_int),
+                ("best_val_loss", ctypes.c_double), ("lr", ctypes.c_double)]
 
 
 class BuildOptions(ctypes.Structure):

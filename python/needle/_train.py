@@ -23,6 +23,8 @@ _FINETUNE_OPTIONS = {
     "threads": ("threads", int), "log_every": ("log_every", int), "bucket_window": ("bucket_window", int),
     "save_every": ("save_every", int), "stop_after": ("stop_after", int), "quiet": ("quiet", bool),
     "state_file": ("state_path", str), "resume": ("resume_path", str), "plot": ("plot_path", str),
+    "val": ("val_path", str), "eval_every": ("eval_every", int), "patience": ("patience", int),
+    "keep_last": ("keep_last", bool),
 }
 
 
@@ -44,14 +46,16 @@ def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", **option
     """Fine-tune a .safetensors checkpoint on JSONL rows, as `needle finetune`.
 
     data: a JSONL path, or a list of row dicts {query, tools, answers, ...}.
-    checkpoint: the base .safetensors; out: the adapter (LoRA, default) or, with
-    full=True, the whole checkpoint.  tokenizer: a SentencePiece .model or a .cact
-    (default: the bundled model's).  Options (the CLI's, with underscores):
-    full, epochs=3, batch_size=16, lr=1e-4, lora_rank=16, lora_alpha=32,
-    max_len=1024, val_split=0.1, seed=0, threads, log_every=10,
-    bucket="global"|"batch", bucket_window=50, save_every, state_file, resume,
-    stop_after, plot, quiet.  Returns {"rows","steps","stopped","first_loss",
-    "last_loss","last_val_loss","seconds","tokens_per_s","out"}.
+    checkpoint: the base .safetensors (or a .cact, dequantised); out: the adapter
+    (LoRA, default) or, with full=True, the whole checkpoint.  tokenizer: a
+    SentencePiece .model or a .cact (default: the bundled model's).  Options (the
+    CLI's, with underscores): full, epochs=0 (automatic), batch_size=16, lr=0
+    (automatic), lora_rank=16, lora_alpha=32, max_len=1024, val_split=0.1, val
+    (a validation file), eval_every=0 (automatic), patience=3, keep_last=False,
+    seed=0, threads, log_every=10, bucket="global"|"batch", bucket_window=50,
+    save_every, state_file, resume, stop_after, plot, quiet.  Returns
+    {"rows","steps","stopped","first_loss","last_loss","last_val_loss","seconds",
+    "tokens_per_s","epochs","best_step","early_stopped","best_val_loss","lr","out"}.
     """
     lib = _native.lib()
     opts = _native.FinetuneOptions()
@@ -102,6 +106,7 @@ def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", **option
             os.unlink(tmp)
     result = {name: getattr(res, name) for name, _ in _native.FinetuneResult._fields_}
     result["stopped"] = bool(result["stopped"])
+    result["early_stopped"] = bool(result["early_stopped"])
     result["out"] = os.fspath(out)
     return result
 

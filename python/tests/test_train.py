@@ -54,7 +54,7 @@ def test_build_requantises_a_cact(golden, tmp_path):
 @pytest.mark.parametrize("kwargs, code", [
     (dict(data="/nonexistent.jsonl"), -1),
     (dict(checkpoint="/nonexistent.safetensors"), -1),
-    (dict(epochs=0), -4),
+    (dict(epochs=-1), -4),
     (dict(lr=-1.0), -4),
     (dict(val_split=1.5), -4),
     (dict(bucket="sometimes"), -4),

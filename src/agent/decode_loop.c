@@ -83,6 +83,28 @@ static int greedy_if_accepted(needle_session *s, const nd_grammar_state *gs)
     return nd_grammar_advance(s->grammar, &probe, bytes, (size_t)len) == 0 ? tok : -1;
 }
 
+/* The item guard (repeat_guard.h): when the call list has just repeated an
+ * array item or a call, end the list before the repeat if the grammar accepts
+ * that ending; the text and grammar state then hold the shortened list.  The
+ * cache keeps the tokens as they were generated (the turn ends here). */
+static int end_at_repeat(needle_session *s, nd_turn_result *r, nd_grammar_state *gs)
+{
+    size_t cut;
+    char closers[ND_REPEAT_MAX_DEPTH + 1];
+    if (r->calls.oom || !nd_repeat_item_cut(r->calls.data, r->calls.len, &cut, closers, sizeof closers)) return 0;
+    nd_grammar_state probe;
+    nd_grammar_start(s->grammar, &probe);
+    size_t nc = strlen(closers);
+    if (nd_grammar_advance(s->grammar, &probe, r->calls.data, cut) != 0 ||
+        nd_grammar_advance(s->grammar, &probe, closers, nc) != 0 || !nd_grammar_complete(s->grammar, &probe))
+        return 0;
+    r->calls.len = cut;
+    nd_buf_append(&r->calls, closers, nc);
+    nd_grammar_state_copy(gs, &probe);
+    r->repeat_cuts++;
+    return 1;
+}
+
 int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result *r, needle_error *err)
 {
     const needle_model *m = s->model;
@@ -152,6 +174,13 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
                 hist[hn++] = tok;
                 r->logp_sum += nd_log_softmax_at(s->logits, m->vocab, tok);
                 r->logp_n++;
+                if (end_at_repeat(s, r, &gs)) { /* a repeated item or call: the list ends before it */
+                    if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
+                    r->generated++;
+                    phase = PH_CLOSE;
+                    fi = 0;
+                    continue;
+                }
             }
         }
         if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");

@@ -26,6 +26,7 @@ typedef struct nd_turn_result {
     int logp_n;
     int generated;
     int loop_breaks; /* steps where the repeat guard banned a looping token */
+    int repeat_cuts; /* call lists ended at a repeated array item or call */
     double t_decode, t_mask;
 } nd_turn_result;
 

@@ -16,6 +16,17 @@ static void put_number(nd_buf *out, double v)
     nd_buf_printf(out, "%.6g", v);
 }
 
+/* A JSON array given as text, re-parsed so the envelope stays valid JSON whatever it holds. */
+static void write_json_array(nd_buf *out, const char *text)
+{
+    nd_json *j = NULL;
+    needle_error perr;
+    if (text && nd_json_parse(text, strlen(text), NULL, &j, &perr) == 0 && j->type == ND_JSON_ARRAY)
+        nd_json_write(out, j, 0);
+    else nd_buf_puts(out, "[]");
+    nd_json_free(j);
+}
+
 void nd_envelope_write(nd_buf *out, const nd_envelope *e)
 {
     nd_json *calls = NULL;
@@ -78,6 +89,11 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     put_number(out, e->decode_tps);
     nd_buf_puts(out, ",\"peak_ram_mb\":");
     put_number(out, e->peak_ram_mb);
+    nd_buf_puts(out, ",\"validation\":{\"ungrounded\":");
+    write_json_array(out, e->ungrounded);
+    nd_buf_puts(out, e->negation ? ",\"negation\":true}" : ",\"negation\":false}");
+    nd_buf_puts(out, ",\"suppressed_calls\":");
+    write_json_array(out, e->suppressed_calls);
     nd_buf_putc(out, '}');
     nd_json_free(calls);
 }

@@ -2,7 +2,8 @@
  *
  *   {"type":"call"|"respond","success":bool,"error":null|str,"error_code":null|int,
  *    "function_calls":[{"name","arguments"}],"reasoning":str,"confidence":number|null,
- *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number}
+ *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number,
+ *    "validation":{"ungrounded":["tool.path",...],"negation":bool},"suppressed_calls":[...]}
  *
  * type is "call" when function_calls is non-empty and "respond" when it is
  * empty (the model's "nothing to call", or a failed turn).  The writer never
@@ -30,6 +31,11 @@ typedef struct nd_envelope {
     int has_router;
     double router_logits[3], router_calibration[3];
     double prefill_tps, decode_tps, peak_ram_mb;
+    /* grounding checks (agent/grounding.h): "validation":{"ungrounded":[...],"negation":bool}
+     * and "suppressed_calls" (the calls a strict session withheld); NULL texts write [] */
+    const char *ungrounded;       /* a JSON array of "tool.path" strings */
+    int negation;
+    const char *suppressed_calls; /* a JSON array of calls */
 } nd_envelope;
 
 /* Append the envelope as one line of compact JSON (no newline) to out. */

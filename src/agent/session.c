@@ -10,6 +10,7 @@
 
 #include "agent/decode_loop.h"
 #include "agent/envelope.h"
+#include "agent/grounding.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -245,6 +246,8 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->max_new_tokens = opt->max_new_tokens > 0 ? opt->max_new_tokens : 256;
     s->max_reasoning_tokens = opt->max_reasoning_tokens > 0 ? opt->max_reasoning_tokens : 64;
     s->seed = opt->seed;
+    s->strict = opt->strict != 0;
+    nd_buf_init(&s->heard);
     s->prefix_len = -1;
     nd_ids_init(&s->pending);
     nd_ids_init(&s->turn_ids);
@@ -282,6 +285,8 @@ void nd_session_free(needle_session *s)
     nd_retriever_free(s->retr);
     free(s->tool_index_path);
     free(s->system);
+    nd_buf_free(&s->heard);
+    free(s->last_request);
     nd_sampler_free(&s->sampler);
     nd_ids_free(&s->pending);
     nd_ids_free(&s->turn_ids);
@@ -335,6 +340,14 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
     nd_ids v;
     nd_ids_init(&v);
     int rc = 0;
+    if (!s->started) s->heard.len = 0; /* a new conversation: nothing said yet */
+    nd_buf_puts(&s->heard, text);
+    nd_buf_putc(&s->heard, '\n');
+    if (kind != ND_TURN_TOOL_RESULT) {
+        char *r = dup_string(text);
+        if (r) { free(s->last_request); s->last_request = r; }
+    }
+    if (s->heard.oom) { rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory"); goto done; }
     if (!s->started) {
         if (s->prefix_len < 0 && (rc = compute_prefix_len(s, err)) != 0) goto done;
         if ((rc = nd_chat_prompt_ids(tok, s->system, s->tools_compact, text, &v, err)) != 0) goto done;
@@ -491,12 +504,40 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         s->started = 0;
         s->pending.len = 0;
     }
+    /* the grounding checks; a strict session withholds what they flag */
+    nd_grounding g;
+    memset(&g, 0, sizeof g);
+    nd_buf_init(&g.ungrounded);
+    const char *suppressed = NULL;
+    if (!r.fail_code) {
+        nd_json *calls = NULL;
+        needle_error perr;
+        if (nd_json_parse(r.calls.data ? r.calls.data : "[]", r.calls.len, NULL, &calls, &perr) == 0) {
+            nd_grounding_free(&g);
+            if (nd_grounding_check(calls, s->tools, s->heard.data, kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request,
+                                   s->system, &g)) {
+                nd_json_free(calls);
+                nd_buf_free(&r.reasoning);
+                nd_buf_free(&r.calls);
+                nd_grounding_free(&g);
+                return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory in the grounding checks");
+            }
+            int flagged = calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation);
+            /* a call the checks doubt is less likely right, whatever the token probabilities say */
+            if (flagged && !isnan(confidence)) confidence *= 0.5;
+            if (s->strict && flagged) {
+                suppressed = r.calls.data;
+                r.calls.len = 0; /* the envelope says [] */
+            }
+        }
+        nd_json_free(calls);
+    }
     nd_envelope env = {
         .success = !r.fail_code,
         .error = r.fail_code ? r.fail_msg : NULL,
         .error_code = r.fail_code,
-        .calls = r.fail_code ? NULL : (r.calls.data ? r.calls.data : ""),
-        .calls_len = r.calls.len,
+        .calls = r.fail_code ? NULL : suppressed ? "[]" : (r.calls.data ? r.calls.data : ""),
+        .calls_len = suppressed ? 2 : r.calls.len,
         .reasoning = r.reasoning.data,
         .reasoning_len = r.reasoning.len,
         .confidence = confidence,
@@ -506,15 +547,20 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),
+        .ungrounded = g.ungrounded.data,
+        .negation = g.negation,
+        .suppressed_calls = suppressed,
     };
     s->last_mask_seconds = r.t_mask;
     s->last_decode_seconds = r.t_decode;
     s->last_new_tokens = r.generated;
     s->last_loop_breaks = r.loop_breaks;
+    s->last_repeat_cuts = r.repeat_cuts;
     s->last_call_logp_mean = r.logp_n > 0 ? r.logp_sum / r.logp_n : NAN;
     nd_buf out;
     nd_buf_init(&out);
     nd_envelope_write(&out, &env);
+    nd_grounding_free(&g);
     nd_buf_free(&r.reasoning);
     nd_buf_free(&r.calls);
     if (out.oom) {

@@ -83,6 +83,9 @@ struct needle_session {
     nd_retriever *retr;    /* NULL: every tool is rendered */
     int selected[ND_RETRIEVAL_TOP_K], n_selected; /* declared indices rendered now (retrieval only) */
     int keep_cells;        /* keep the turn's cells without a confidence head (heads training) */
+    int strict;            /* withhold flagged calls (agent/grounding.h) */
+    nd_buf heard;          /* this conversation's user texts and tool results, for the grounding checks */
+    char *last_request;    /* the latest user text (negation is judged on it) */
     nd_mask_cache *masks;
     int max_new_tokens, max_reasoning_tokens;
     uint64_t seed;
@@ -104,6 +107,7 @@ struct needle_session {
     double last_mask_seconds, last_decode_seconds;
     int last_new_tokens;
     int last_loop_breaks; /* tokens the repeat guard banned in the last turn (repeat_guard.h) */
+    int last_repeat_cuts; /* call lists the item guard ended at a repeated item or call (repeat_guard.h) */
     double last_call_logp_mean; /* mean unmasked log-probability of the call tokens (NAN: none) */
 };
 

@@ -31,7 +31,7 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system TEXT]\n"
             "                  [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T] [--top-p P]\n"
-            "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--stats] [QUERY]\n"
+            "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--strict] [--stats] [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
             "--model defaults to $NEEDLE_MODEL, else models/needle-default.cact, and --tools to\n"
@@ -40,6 +40,8 @@ static void usage(FILE *to)
             "The exit status is 1 when a turn's envelope says \"success\":false (stdin mode: any turn);\n"
             "every envelope field is described in docs/envelope.md.\n"
             "--stats prints the mask cost and decode speed of each turn to stderr.\n"
+            "--strict withholds calls the grounding checks flag (an argument value the request does not say,\n"
+            "or a request that says not to act): they move to \"suppressed_calls\" (docs/envelope.md).\n"
             "With more than five tools the contrastive head shows the model only the top five per\n"
             "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n");
 }
@@ -191,6 +193,8 @@ int cmd_run(int argc, char **argv)
                 nd_buf_free(&words);
                 return 2;
             }
+        } else if (!strcmp(a, "--strict")) {
+            so.strict = 1;
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-reasoning-tokens"))) {
             bad = cli_int("run", "--max-reasoning-tokens", v, 1, 1 << 20, &so.max_reasoning_tokens);
         } else if ((v = cli_flag_value(argc, argv, &i, "--temperature"))) {

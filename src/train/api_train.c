@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "core/threadpool.h"
 #include "model/cact/cact.h"
 #include "io/safetensors.h"
@@ -50,11 +51,12 @@ void needle_finetune_options_default(needle_finetune_options *o)
     memset(o, 0, sizeof *o);
     nd_trainer_opts t;
     nd_trainer_opts_default(&t);
-    o->epochs = t.epochs;
+    o->epochs = 0; /* automatic */
     o->batch_size = t.batch_size;
     o->max_len = t.max_len;
     o->log_every = t.log_every;
-    o->lr = t.lr;
+    o->lr = 0; /* automatic */
+    o->patience = 3;
     o->val_split = t.val_split;
     o->seed = t.seed;
     o->bucket_batch = t.bucket == ND_BUCKET_BATCH;
@@ -98,12 +100,53 @@ static int trainer_options(const needle_finetune_options *p, nd_trainer_opts *o,
     o->stop_after = p->stop_after;
     o->plot_path = p->plot_path;
     o->progress = p->quiet ? NULL : stderr;
-    if (o->epochs < 1 || o->batch_size < 1 || o->max_len < 2 || !(o->val_split >= 0 && o->val_split < 1) ||
+    o->eval_every = p->eval_every;
+    o->patience = p->patience;
+    o->keep_best = !p->keep_last;
+    if (!p->resume_path && o->lr == 0) o->lr = *full ? 5e-4 : 2e-3; /* automatic (docs/fine-tuning) */
+    if (o->epochs < 0 || p->eval_every < 0 || p->patience < 0 || o->batch_size < 1 || o->max_len < 2 || !(o->val_split >= 0 && o->val_split < 1) ||
         !(o->lr > 0) || (!*full && (*rank < 1 || !(*alpha > 0))) || o->bucket_window < 0 || o->save_every < 0 ||
         o->stop_after < 0 || o->log_every < 0 || p->threads < 0)
         return nd_errorf(err, NEEDLE_EINVAL,
-                         "finetune: an option is out of range (epochs, batch_size >= 1; max_len >= 2; 0 <= val_split "
-                         "< 1; lr > 0; lora_rank >= 1; lora_alpha > 0; counts >= 0)");
+                         "finetune: an option is out of range (epochs >= 0, batch_size >= 1; max_len >= 2; 0 <= "
+                         "val_split < 1; lr >= 0; lora_rank >= 1; lora_alpha > 0; counts >= 0)");
+    return 0;
+}
+
+/* The automatic choices for a dataset of n_train rows: about 300 optimiser
+ * steps (small data sees more epochs, up to 20; large data at least one),
+ * and a validation about ten times a run (at least every 10 steps). */
+#define ND_AUTO_STEPS 300
+static void automatic_schedule(nd_trainer_opts *o, int n_train)
+{
+    int B = o->batch_size < n_train ? o->batch_size : n_train;
+    int per_epoch = (n_train + B - 1) / (B > 0 ? B : 1);
+    if (per_epoch < 1) per_epoch = 1;
+    if (o->epochs == 0) {
+        o->epochs = (ND_AUTO_STEPS + per_epoch - 1) / per_epoch;
+        if (o->epochs > 20) o->epochs = 20;
+        if (o->epochs < 1) o->epochs = 1;
+    }
+    if (o->eval_every == 0) {
+        int total = per_epoch * o->epochs;
+        o->eval_every = total / 10 > 10 ? total / 10 : 10;
+    }
+}
+
+/* Move every row of src to the end of dst (src is left empty). */
+static int append_rows(nd_dataset *dst, nd_dataset *src, needle_error *err)
+{
+    if (dst->n + src->n > dst->cap) {
+        nd_example *p = realloc(dst->ex, sizeof *p * (size_t)(dst->n + src->n));
+        if (!p) return nd_errorf(err, NEEDLE_ENOMEM, "finetune: out of memory");
+        dst->ex = p;
+        dst->cap = dst->n + src->n;
+    }
+    memcpy(dst->ex + dst->n, src->ex, sizeof *src->ex * (size_t)src->n);
+    dst->n += src->n;
+    if (src->max_len_seen > dst->max_len_seen) dst->max_len_seen = src->max_len_seen;
+    free(src->ex);
+    memset(src, 0, sizeof *src);
     return 0;
 }
 
@@ -141,14 +184,40 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
     if (rc) goto done;
     if ((rc = nd_train_model_load(&m, p->checkpoint_path, &ignored, err))) goto done;
     have_model = 1;
+    if (log && nd_file_kind_of_path(p->checkpoint_path) == ND_KIND_CACT)
+        fprintf(log, "  warning: %s is a quantised deploy file: training starts from its dequantised weights "
+                     "(a float checkpoint such as models/needle-default.safetensors loses nothing)\n",
+                p->checkpoint_path);
+    if (o.max_len > m.cfg.max_seq_len) o.max_len = m.cfg.max_seq_len; /* longer rows are skipped, never cut */
     if (ignored && log)
         fprintf(log, "  %d checkpoint tensors not used by the forward pass are not trained%s\n", ignored,
                 full ? " and not written" : "");
     if ((rc = nd_dataset_load_jsonl(p->data_path, tok, o.max_len, log, &ds, err))) goto done;
     have_data = 1;
     if (log)
-        fprintf(log, "  %s: %d rows used of %d (%d malformed, %d longer than max_len)\n", p->data_path, ds.n,
-                ds.lines, ds.malformed, ds.too_long);
+        fprintf(log, "  %s: %d rows used of %d (%d malformed, %d longer than %d tokens)\n", p->data_path, ds.n,
+                ds.lines, ds.malformed, ds.too_long, o.max_len);
+    if (p->val_path) {
+        nd_dataset vs;
+        if ((rc = nd_dataset_load_jsonl(p->val_path, tok, o.max_len, log, &vs, err))) goto done;
+        if (log)
+            fprintf(log, "  %s: %d validation rows used of %d (%d malformed, %d longer than %d tokens)\n", p->val_path,
+                    vs.n, vs.lines, vs.malformed, vs.too_long, o.max_len);
+        o.val_tail = vs.n;
+        rc = append_rows(&ds, &vs, err);
+        nd_dataset_free(&vs);
+        if (rc) goto done;
+    }
+    {
+        int n_val = o.val_tail > 0 ? o.val_tail : (int)(ds.n * o.val_split);
+        int auto_epochs = o.epochs == 0;
+        automatic_schedule(&o, ds.n - n_val > 0 ? ds.n - n_val : 1);
+        if (log)
+            fprintf(log, "  %s, lr %g%s, %d epoch%s%s, validation every %d steps%s\n", full ? "full" : "LoRA", o.lr,
+                    p->lr == 0 && !p->resume_path ? " (automatic)" : "", o.epochs, o.epochs == 1 ? "" : "s",
+                    auto_epochs ? " (automatic)" : "", o.eval_every,
+                    o.patience > 0 ? ", early stopping on validation loss" : "");
+    }
     if ((rc = nd_threadpool_create(p->threads, &pool, err))) goto done;
     m.pool = pool;
     rc = full ? nd_train_enable_full(&m, err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, err);
@@ -172,6 +241,11 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
         res->last_val_loss = r.last_val_loss;
         res->seconds = r.seconds;
         res->tokens_per_s = r.tokens_per_s;
+        res->epochs = o.epochs;
+        res->best_step = r.best_step;
+        res->early_stopped = r.early_stopped;
+        res->best_val_loss = r.best_val_loss;
+        res->lr = o.lr;
     }
 done:
     if (have_data) nd_dataset_free(&ds);

@@ -163,6 +163,82 @@ static const char *opt_string(const nd_json *obj, const char *key, int *bad)
     return v->str;
 }
 
+/* Push `n` copies of value onto mask (the loss mask of ids appended since). */
+static int mask_fill(nd_ids *mask, size_t upto, int value, const char *where, needle_error *err)
+{
+    while (mask->len < upto)
+        if (nd_ids_push(mask, value)) return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+    return 0;
+}
+
+/* The later turns of a multi-turn row (`turns`: [{tool_result | user, answers, reasoning?}, ...]),
+ * appended in the layout the session uses (text/chat.h "Multi-turn"): turn 1's EOS is dropped
+ * (a session never feeds it), each tool result or user text is a segment outside the loss, each
+ * answer is a target inside it, and the row ends with EOS.  The target ids are those
+ * nd_chat_build_ids gives a target (encoded on its own, so they do not depend on the prompt). */
+static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *tok, const nd_buf *tools,
+                        tools_cache *cache, nd_ids *ids, nd_ids *mask, needle_error *err)
+{
+    if (turns->type != ND_JSON_ARRAY) return nd_errorf(err, NEEDLE_EFORMAT, "%s: \"turns\" is not an array", where);
+    if (turns->count == 0) return 0;
+    ids->len--; /* the EOS after turn 1 */
+    mask->len--;
+    int rc = 0;
+    nd_ids tids, tmask;
+    nd_ids_init(&tids);
+    nd_ids_init(&tmask);
+    for (size_t i = 0; i < turns->count && !rc; i++) {
+        const nd_json *t = &turns->items[i];
+        char tw[4300];
+        snprintf(tw, sizeof tw, "%s: turns[%zu]", where, i);
+        const nd_json *res = t->type == ND_JSON_OBJECT ? nd_json_get(t, "tool_result") : NULL;
+        const nd_json *user = t->type == ND_JSON_OBJECT ? nd_json_get(t, "user") : NULL;
+        const nd_json *a = t->type == ND_JSON_OBJECT ? nd_json_get(t, "answers") : NULL;
+        if (t->type == ND_JSON_OBJECT && !a) a = nd_json_get(t, "function_calls");
+        int bad = 0;
+        const char *reasoning = t->type == ND_JSON_OBJECT ? opt_string(t, "reasoning", &bad) : "";
+        if (t->type != ND_JSON_OBJECT) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: not an object", tw);
+        else if (!res == !user) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: needs exactly one of \"tool_result\" and \"user\"", tw);
+        else if (user && (user->type != ND_JSON_STRING || strlen(user->str) != user->len))
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"user\" must be a string", tw);
+        else if (!a) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"answers\" missing", tw);
+        else if (bad) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\" must be a string", tw);
+        if (rc) break;
+        nd_buf seg, answers;
+        nd_buf_init(&seg);
+        nd_buf_init(&answers);
+        if (res) { /* the result re-serialised compactly, as the session does */
+            nd_json_write(&seg, res, 1);
+            rc = seg.oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", tw)
+                         : nd_chat_append_tool_result(tok, seg.data, ids, err);
+        } else { /* a further user turn, encoded exactly as the session encodes it */
+            nd_buf_puts(&seg, "\n<|im_start|>user\n");
+            nd_buf_append(&seg, user->str, user->len);
+            nd_buf_puts(&seg, "<|im_end|>\n<|im_start|>assistant\n");
+            rc = seg.oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", tw)
+                         : nd_tokenizer_encode(tok, seg.data, seg.len, ids, err);
+        }
+        if (!rc) rc = mask_fill(mask, ids->len, 0, tw, err);
+        if (!rc) rc = compact_json_field(a, "answers", tw, &answers, err);
+        if (!rc) rc = check_answers(tools, &answers, tw, cache, err);
+        size_t start = 0;
+        if (!rc) {
+            nd_chat_example ce = {"", "[]", "", reasoning, answers.data};
+            rc = nd_chat_build_ids(tok, &ce, &tids, &tmask, &start, err);
+        }
+        for (size_t k = start; !rc && k + 1 < tids.len; k++) /* the target, without its EOS */
+            if (nd_ids_push(ids, tids.data[k]) || nd_ids_push(mask, 1))
+                rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", tw);
+        nd_buf_free(&seg);
+        nd_buf_free(&answers);
+    }
+    if (!rc && (nd_ids_push(ids, nd_tokenizer_eos(tok)) || nd_ids_push(mask, 1)))
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+    nd_ids_free(&tids);
+    nd_ids_free(&tmask);
+    return rc;
+}
+
 static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, tools_cache *cache,
                              nd_example *ex, needle_error *err)
 {
@@ -198,6 +274,8 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
         nd_chat_example ce = {system, tools.data, q->str, reasoning, answers.data};
         rc = nd_chat_build_ids(tok, &ce, &ids, &mask, NULL, err);
     }
+    const nd_json *turns = row->type == ND_JSON_OBJECT ? nd_json_get(row, "turns") : NULL;
+    if (!rc && turns && turns->type != ND_JSON_NULL) rc = append_turns(turns, where, tok, &tools, cache, &ids, &mask, err);
     if (!rc && ids.len > (size_t)1 << 24) rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: row too long", where);
     if (!rc) {
         ex->len = (int)ids.len;

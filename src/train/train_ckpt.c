@@ -8,10 +8,15 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "io/safetensors.h"
 
 int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, needle_error *err)
 {
+    if (nd_file_kind_of_path(path) == ND_KIND_CACT) { /* a deploy file: its dequantised weights */
+        if (n_ignored) *n_ignored = 0;
+        return nd_train_model_load_cact(m, path, err);
+    }
     nd_safetensors st;
     int rc = nd_st_open(path, &st, err);
     if (rc) return rc;

@@ -9,6 +9,9 @@
  * exact shape; the heads are copied when present; other tensors (mtp_*) are
  * ignored and counted in *n_ignored (may be NULL). */
 int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, needle_error *err);
+/* The same from a .cact deploy file, dequantised (train_from_cact.c);
+ * nd_train_model_load calls it for a file that starts with the .cact tag. */
+int nd_train_model_load_cact(nd_train_model *m, const char *path, needle_error *err);
 
 /* Write every tensor of the model (a --full result), same names as SPEC 3,
  * float32, the config in __metadata__. */

@@ -198,6 +198,36 @@ static double eval_loss(nd_train_model *m, const nd_dataset *ds, const int *idx,
     return count ? sum / (double)count : NAN;
 }
 
+/* ---- the best weights and early stopping ------------------------------------- */
+typedef struct best_keeper {
+    float *w;    /* a copy of the trainable weights at the best validation (keep_best only) */
+    double loss; /* INFINITY before the first validation */
+    int step, since;
+} best_keeper;
+
+/* Note a validation loss; returns 1 when patience has run out. */
+static int note_validation(best_keeper *k, const float *w, size_t nw, double v, int step, int patience)
+{
+    if (v < k->loss) {
+        k->loss = v;
+        k->step = step;
+        k->since = 0;
+        if (k->w) memcpy(k->w, w, nw * sizeof *w);
+        return 0;
+    }
+    k->since++;
+    return patience > 0 && k->since >= patience;
+}
+
+/* "1h02m", "3m12s", "45s" */
+static void format_duration(char *out, size_t n, double s)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(out, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, n, "%lds", t);
+}
+
 /* ---- the run ------------------------------------------------------------------ */
 typedef struct run_ctx {
     nd_train_model *m;
@@ -273,6 +303,11 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     nd_rng_seed(&rng, o->seed);
     nd_rng_shuffle_int(&rng, order, (size_t)n);
     int n_val = (int)floor(n * o->val_split);
+    if (o->val_tail > 0) { /* a validation file given apart: its rows come last, in order */
+        n_val = o->val_tail < n ? o->val_tail : n - 1;
+        for (int i = 0; i < n; i++) order[i] = i < n_val ? n - n_val + i : i - n_val;
+        nd_rng_shuffle_int(&rng, order + n_val, (size_t)(n - n_val));
+    }
     if (n - n_val < 1) n_val = n - 1;
     int *val = order, *train = order + n_val, n_train = n - n_val;
     int longest = 0;
@@ -302,7 +337,10 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     trainable(m, &w, &g, &nw);
     char desc[512];
     nd_trainer_describe(o, m, desc, sizeof desc);
+    best_keeper best = {NULL, INFINITY, 0, 0};
     int rc = (!ids || !tg) ? nd_errorf(err, NEEDLE_ENOMEM, "trainer: out of memory") : 0;
+    if (!rc && o->keep_best && n_val && !(best.w = malloc(sizeof(float) * (nw ? nw : 1))))
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "trainer: out of memory for the best weights");
     if (!rc) rc = nd_adamw_init(&c.opt, nw, err);
     if (!rc) rc = nd_train_state_init(&c.st, n, total, o->epochs, err);
     /* the largest batch first: smaller per-batch buckets then reuse its memory */
@@ -325,7 +363,7 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     if (rc) {
         nd_adamw_free(&c.opt);
         nd_train_state_free(&c.st);
-        free(order); free(ids); free(tg);
+        free(order); free(ids); free(tg); free(best.w);
         return rc;
     }
     snprintf(c.st.opts, sizeof c.st.opts, "%s", desc);
@@ -343,9 +381,10 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
     }
     double t0 = now_s(), tw = t0;
     long tokens = 0, tokens_win = 0;
-    int step = c.st.step;
+    int step = c.st.step, step0 = c.st.step;
+    res->best_val_loss = NAN;
     res->first_loss = c.st.n_train_loss ? c.st.train_loss[0] : 0.0;
-    for (int ep = start_epoch; ep < o->epochs && !rc && !res->stopped; ep++) {
+    for (int ep = start_epoch; ep < o->epochs && !rc && !res->stopped && !res->early_stopped; ep++) {
         int resuming = ep == start_epoch && o->resume_path;
         if (!resuming) {
             /* the epoch's shuffle: the saved order already has it when resuming mid-epoch */
@@ -389,13 +428,31 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
             if (o->progress && ((step + 1) % (o->log_every > 0 ? o->log_every : 1) == 0 || step == 0 ||
                                 step + 1 == total)) {
                 double t = now_s();
-                fprintf(o->progress, "  step %7d/%d  loss %.4f  %.0f tok/s\n", step + 1, total, loss,
-                        tokens_win / (t - tw > 1e-9 ? t - tw : 1e-9));
+                char eta[32];
+                format_duration(eta, sizeof eta, (t - t0) / (step + 1 - step0) * (total - step - 1));
+                fprintf(o->progress, "  step %7d/%d  loss %.4f  %.0f tok/s  eta %s\n", step + 1, total, loss,
+                        tokens_win / (t - tw > 1e-9 ? t - tw : 1e-9), eta);
                 fflush(o->progress);
                 tw = t;
                 tokens_win = 0;
             }
             if (o->save_every > 0 && (step + 1) % o->save_every == 0 && (rc = save_state(&c, err))) break;
+            if (n_val && o->eval_every > 0 && (step + 1) % o->eval_every == 0 && step + 1 < total &&
+                bi + 1 < p.n_batches) { /* the epoch's end validates anyway */
+                double v = eval_loss(m, ds, val, n_val, B, T, pad_id, o, ids, tg);
+                int out_of_patience = note_validation(&best, w, nw, v, step + 1, o->patience);
+                if (o->progress) {
+                    fprintf(o->progress, "  step %7d/%d  val loss %.4f%s\n", step + 1, total, v,
+                            best.step == step + 1 ? "  (best)" : "");
+                    fflush(o->progress);
+                }
+                res->last_val_loss = v;
+                if (out_of_patience) {
+                    res->early_stopped = 1;
+                    step++;
+                    break;
+                }
+            }
             if (o->stop_after > 0 && step + 1 >= o->stop_after && step + 1 < total) {
                 res->stopped = 1;
                 step++;
@@ -403,8 +460,9 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
             }
         }
         plan_free(&p);
-        if (rc || res->stopped) break;
+        if (rc || res->stopped || res->early_stopped) break;
         res->last_val_loss = n_val ? eval_loss(m, ds, val, n_val, B, T, pad_id, o, ids, tg) : NAN;
+        int out_of_patience = n_val && note_validation(&best, w, nw, res->last_val_loss, step, o->patience);
         if (n_val) {
             c.st.val_loss[c.st.n_val_loss] = (float)res->last_val_loss;
             c.st.val_step[c.st.n_val_loss++] = step;
@@ -415,12 +473,27 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
         if (o->progress) {
             fprintf(o->progress, "  epoch %d/%d  train loss %.4f", ep + 1, o->epochs,
                     c.st.ep_sum / (c.st.ep_steps ? c.st.ep_steps : 1));
-            if (n_val) fprintf(o->progress, "  val loss %.4f", res->last_val_loss);
+            if (n_val) fprintf(o->progress, "  val loss %.4f%s", res->last_val_loss, best.step == step ? "  (best)" : "");
             fprintf(o->progress, "\n");
             fflush(o->progress);
         }
         if (!rc) rc = write_plot(&c, err);
+        if (out_of_patience) res->early_stopped = 1;
     }
+    if (!rc && res->early_stopped && o->progress)
+        fprintf(o->progress, "  stopped early: %d validations without a better loss than %.4f (step %d)\n", best.since,
+                best.loss, best.step);
+    if (!rc && best.loss < INFINITY) {
+        res->best_val_loss = best.loss;
+        res->best_step = best.step;
+        if (best.w && best.step != step) { /* the last weights are not the best: return the best */
+            memcpy(w, best.w, sizeof(float) * nw);
+            if (o->progress)
+                fprintf(o->progress, "  kept the weights of step %d (val loss %.4f), not the last step's\n", best.step,
+                        best.loss);
+        }
+    }
+    free(best.w);
     if (!rc) rc = write_plot(&c, err);
     /* the last update can overflow even when every loss was finite: never hand back NaN weights */
     for (size_t i = 0; !rc && i < nw; i++)

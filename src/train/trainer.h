@@ -33,6 +33,12 @@ typedef struct nd_trainer_opts {
     const char *save_path, *resume_path;
     int stop_after; /* > 0: stop after this many steps in total (a planned interruption) */
     const char *plot_path; /* an SVG of the training and validation loss (NULL: none) */
+
+    /* validation and early stopping (a run with a validation set only) */
+    int eval_every; /* > 0: the validation loss also every N steps, not only after each epoch */
+    int patience;   /* > 0: stop after this many validations in a row without a new best */
+    int keep_best;  /* 1: at the end, the weights of the best validation loss replace the last ones */
+    int val_tail;   /* > 0: the dataset's last val_tail rows are the validation set (val_split unused) */
 } nd_trainer_opts;
 
 void nd_trainer_opts_default(nd_trainer_opts *o);
@@ -52,6 +58,9 @@ typedef struct nd_trainer_result {
     double first_loss, last_loss, last_val_loss;
     double seconds, tokens_per_s;
     long padded_tokens, real_tokens; /* positions computed vs real tokens, over the training steps run */
+    double best_val_loss; /* NAN when there was no validation */
+    int best_step;        /* the step of best_val_loss (the weights returned with keep_best) */
+    int early_stopped;    /* 1: patience ran out */
 } nd_trainer_result;
 
 /* Train m (LoRA when m->lora is set, else full when m->grads is set) on ds.

@@ -24,7 +24,7 @@ BUILD = os.environ.get("NEEDLE_BUILD", "build")
 NEEDLE = os.path.join(ROOT, BUILD, "needle")
 MODEL = os.path.join(ROOT, "tests", "golden", "tiny_w4.cact")
 ENVELOPE_KEYS = {"type", "success", "error", "error_code", "function_calls", "reasoning", "confidence",
-                 "prefill_tps", "decode_tps", "peak_ram_mb"}
+                 "prefill_tps", "decode_tps", "peak_ram_mb", "validation", "suppressed_calls"}
 NEEDLE_ELIMIT = -12
 
 WORDS = ["room", "city", "level", "name", "when", "count", "tags", "mode", "target", "note", "zone", "speed",

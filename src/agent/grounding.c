@@ -1,0 +1,526 @@
+/* grounding.c - argument grounding and negation checks (see grounding.h). */
+#include "agent/grounding.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "needle.h"
+
+/* ------------------------------------------------------------------ the text as words and numbers */
+
+typedef struct { size_t at, len; } span;
+
+typedef struct heard {
+    char *low;      /* lowercased (ASCII), curly apostrophes folded to ' */
+    size_t len;
+    span *words;    /* runs of [a-z0-9] and non-ASCII bytes */
+    int n_words;
+    double *nums;   /* every number said, in digits or words */
+    int n_nums, cap_nums;
+    int oom;
+} heard;
+
+static void add_num(heard *h, double v)
+{
+    if (h->n_nums == h->cap_nums) {
+        int cap = h->cap_nums ? 2 * h->cap_nums : 32;
+        double *p = realloc(h->nums, sizeof *p * (size_t)cap);
+        if (!p) { h->oom = 1; return; }
+        h->nums = p;
+        h->cap_nums = cap;
+    }
+    h->nums[h->n_nums++] = v;
+}
+
+static int word_byte(unsigned char c) { return isalnum(c) || c >= 0x80; }
+
+/* Lowercase copy with U+2019 (e2 80 99) folded to an ASCII apostrophe. */
+static char *fold(const char *s, size_t n, size_t *out_len)
+{
+    char *o = malloc(n + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == 0xe2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 && (unsigned char)s[i + 2] == 0x99) {
+            o[k++] = '\'';
+            i += 2;
+        } else o[k++] = (char)tolower(c);
+    }
+    o[k] = '\0';
+    *out_len = k;
+    return o;
+}
+
+static int word_is(const heard *h, int i, const char *w)
+{
+    if (i < 0 || i >= h->n_words) return 0;
+    size_t n = strlen(w);
+    return h->words[i].len == n && !memcmp(h->low + h->words[i].at, w, n);
+}
+
+static const char *const UNITS[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+                                    "seventeen", "eighteen", "nineteen"};
+static const char *const TENS[] = {"", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
+static const char *const ORDINALS[] = {"", "first", "second", "third", "fourth", "fifth", "sixth", "seventh",
+                                       "eighth", "ninth", "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth",
+                                       "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth"};
+
+/* The value of a number word, or -1. */
+static double number_word(const heard *h, int i)
+{
+    for (int k = 0; k < 20; k++)
+        if (word_is(h, i, UNITS[k]) || (k && word_is(h, i, ORDINALS[k]))) return k;
+    for (int k = 2; k < 10; k++) {
+        if (word_is(h, i, TENS[k])) return 10 * k;
+        char ord[16];
+        snprintf(ord, sizeof ord, "%.*stieth", (int)strlen(TENS[k]) - 1, TENS[k]);
+        if (word_is(h, i, ord)) return 10 * k;
+    }
+    return -1;
+}
+
+/* Numbers in digits ("21.5", "1,000", "7:30" = 7 and 30, "27th") and in words
+ * ("twenty two", "a hundred and fifty", "half", "dozen"). */
+static void read_numbers(heard *h)
+{
+    const char *t = h->low;
+    for (size_t i = 0; i < h->len;) {
+        if (!isdigit((unsigned char)t[i]) || (i && isdigit((unsigned char)t[i - 1]))) { i++; continue; }
+        double v = 0;
+        size_t j = i;
+        while (j < h->len && (isdigit((unsigned char)t[j]) ||
+                              (t[j] == ',' && j + 3 < h->len && isdigit((unsigned char)t[j + 1]) &&
+                               isdigit((unsigned char)t[j + 2]) && isdigit((unsigned char)t[j + 3]) &&
+                               (j + 4 >= h->len || !isdigit((unsigned char)t[j + 4]))))) {
+            if (t[j] != ',') v = v * 10 + (t[j] - '0');
+            j++;
+        }
+        add_num(h, v);
+        if (j + 1 < h->len && t[j] == '.' && isdigit((unsigned char)t[j + 1])) { /* 21.5, and 7.30 as 7 and 30 */
+            double frac = 0, scale = 1;
+            size_t k = j + 1;
+            while (k < h->len && isdigit((unsigned char)t[k])) {
+                frac = frac * 10 + (t[k] - '0');
+                scale *= 10;
+                k++;
+            }
+            add_num(h, v + frac / scale);
+            add_num(h, frac);
+            j = k;
+        }
+        i = j;
+    }
+    add_num(h, 1); /* "a", "an", "one" go without saying */
+    double cur = -1, total = 0;
+    for (int i = 0; i <= h->n_words; i++) {
+        double w = i < h->n_words ? number_word(h, i) : -1;
+        int joiner = i < h->n_words && cur >= 0 && word_is(h, i, "and");
+        if (w >= 0) {
+            add_num(h, w);
+            cur = cur < 0 ? w : cur + w; /* "twenty two", "a hundred and fifty" */
+        } else if (word_is(h, i, "hundred")) cur = (cur < 0 ? 1 : cur) * 100;
+        else if (word_is(h, i, "thousand")) { total += (cur < 0 ? 1 : cur) * 1000; cur = 0; }
+        else if (word_is(h, i, "half")) add_num(h, 0.5);
+        else if (word_is(h, i, "quarter")) add_num(h, 0.25);
+        else if (word_is(h, i, "dozen")) add_num(h, 12);
+        else if (word_is(h, i, "couple")) add_num(h, 2);
+        else if (!joiner) {
+            if (cur >= 0 || total > 0) add_num(h, total + (cur > 0 ? cur : 0));
+            cur = -1;
+            total = 0;
+        }
+    }
+    /* "an hour and a half" = 1.5: sums of two numbers said */
+    int n = h->n_nums;
+    for (int a = 0; a < n && n < 200; a++)
+        for (int b = a + 1; b < n; b++)
+            if (h->nums[b] == 0.5 || h->nums[b] == 0.25) add_num(h, h->nums[a] + h->nums[b]);
+}
+
+static int heard_init(heard *h, const char *a, const char *b, const char *c)
+{
+    memset(h, 0, sizeof *h);
+    nd_buf all;
+    nd_buf_init(&all);
+    const char *parts[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (parts[i]) {
+            nd_buf_puts(&all, parts[i]);
+            nd_buf_putc(&all, '\n');
+        }
+    if (all.oom) { nd_buf_free(&all); return NEEDLE_ENOMEM; }
+    h->low = fold(all.data ? all.data : "", all.len, &h->len);
+    nd_buf_free(&all);
+    if (!h->low) return NEEDLE_ENOMEM;
+    int cap = 0;
+    for (size_t i = 0; i < h->len;) {
+        if (!word_byte((unsigned char)h->low[i])) { i++; continue; }
+        size_t j = i;
+        while (j < h->len && word_byte((unsigned char)h->low[j])) j++;
+        if (h->n_words == cap) {
+            cap = cap ? 2 * cap : 64;
+            span *p = realloc(h->words, sizeof *p * (size_t)cap);
+            if (!p) return NEEDLE_ENOMEM;
+            h->words = p;
+        }
+        h->words[h->n_words++] = (span){i, j - i};
+        i = j;
+    }
+    read_numbers(h);
+    return h->oom ? NEEDLE_ENOMEM : 0;
+}
+
+static void heard_free(heard *h)
+{
+    free(h->low);
+    free(h->words);
+    free(h->nums);
+}
+
+static int said_word(const heard *h, const char *w, size_t n)
+{
+    for (int i = 0; i < h->n_words; i++) {
+        size_t L = h->words[i].len;
+        const char *x = h->low + h->words[i].at;
+        if (L == n && !memcmp(x, w, n)) return 1;
+        /* a plural either way: "light" / "lights" */
+        if (L == n + 1 && x[n] == 's' && !memcmp(x, w, n)) return 1;
+        if (n == L + 1 && w[L] == 's' && !memcmp(x, w, L)) return 1;
+    }
+    return 0;
+}
+
+static int has_word(const heard *h, const char *w) { return said_word(h, w, strlen(w)); }
+
+static int said_number(const heard *h, double v)
+{
+    static const double steps[] = {1, 60, 1.0 / 60, 1000, 0.001, 100, 0.01, 3600};
+    v = fabs(v);
+    for (int i = 0; i < h->n_nums; i++)
+        for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
+            if (fabs(h->nums[i] * steps[k] - v) <= 1e-9 * (1 + v)) return 1;
+    return 0;
+}
+
+static int said_integer(const heard *h, long v)
+{
+    for (int i = 0; i < h->n_nums; i++)
+        if (h->nums[i] == (double)v) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ strings, times, dates */
+
+static const char *const FUNCTION_WORDS[] = {"a", "an", "the", "my", "your", "our", "his", "her", "their", "its",
+                                             "to", "of", "for", "and", "or", "in", "on", "at", "by", "with", "from",
+                                             "that", "this", "is", "are", "be", "i", "me", "we", "you", "it",
+                                             "please", "s", "ll", "m", "re", "ve", "d", "t"};
+
+static int function_word(const char *w, size_t n)
+{
+    for (size_t i = 0; i < sizeof FUNCTION_WORDS / sizeof FUNCTION_WORDS[0]; i++)
+        if (strlen(FUNCTION_WORDS[i]) == n && !memcmp(FUNCTION_WORDS[i], w, n)) return 1;
+    return 0;
+}
+
+static int string_grounded(const heard *h, const char *v, size_t n)
+{
+    size_t L;
+    char *low = fold(v, n, &L);
+    if (!low) return 1;
+    int ok = 1;
+    for (size_t i = 0; i < L && ok;) {
+        if (!word_byte((unsigned char)low[i])) { i++; continue; }
+        size_t j = i;
+        while (j < L && word_byte((unsigned char)low[j])) j++;
+        const char *w = low + i;
+        size_t wn = j - i;
+        int digits = 1;
+        for (size_t k = 0; k < wn; k++) digits = digits && isdigit((unsigned char)w[k]);
+        if (digits) ok = said_word(h, w, wn) || said_number(h, strtod(w, NULL));
+        else if (!function_word(w, wn)) ok = said_word(h, w, wn);
+        i = j;
+    }
+    free(low);
+    return ok;
+}
+
+static int two_digits(const char *s) { return isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]); }
+
+static int time_grounded(const heard *h, int H, int M)
+{
+    int hour_ok = 0, min_ok = M == 0;
+    for (int i = 0; i < h->n_nums && !hour_ok; i++) {
+        double n = h->nums[i];
+        hour_ok = n == H || n + 12 == H || (n == 12 && H == 0) || (n == 24 && H == 0) || n == H * 100 + M ||
+                  (M > 30 && (n == (H + 1) % 24 || n + 12 == (H + 1) % 24 || (n == 12 && H == 11)));
+    }
+    if (has_word(h, "noon") || has_word(h, "midday")) hour_ok = hour_ok || H == 12 || (M > 30 && H == 11);
+    if (has_word(h, "midnight")) hour_ok = hour_ok || H == 0 || (M > 30 && H == 23);
+    if (!min_ok) min_ok = said_integer(h, M) || (M > 30 && said_integer(h, 60 - M)) ||
+                          (M == 30 && has_word(h, "half")) || ((M == 15 || M == 45) && has_word(h, "quarter"));
+    if (said_integer(h, H * 100 + M)) hour_ok = min_ok = 1;
+    return hour_ok && min_ok;
+}
+
+/* Days since 1970-01-01 of a civil date (H. Hinnant's algorithm). */
+static long days_from_civil(long y, int m, int d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* A YYYY-MM-DD at s (exactly), or 0. */
+static int parse_date(const char *s, size_t n, long *y, int *m, int *d)
+{
+    if (n < 10 || !two_digits(s) || !two_digits(s + 2) || s[4] != '-' || !two_digits(s + 5) || s[7] != '-' ||
+        !two_digits(s + 8) || (n > 10 && s[10] != 'T' && s[10] != 't' && s[10] != ' '))
+        return 0;
+    *y = strtol(s, NULL, 10);
+    *m = (s[5] - '0') * 10 + s[6] - '0';
+    *d = (s[8] - '0') * 10 + s[9] - '0';
+    return *m >= 1 && *m <= 12 && *d >= 1 && *d <= 31;
+}
+
+static const char *const MONTHS[] = {"january", "february", "march", "april", "may", "june", "july", "august",
+                                     "september", "october", "november", "december"};
+static const char *const WEEKDAYS[] = {"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"};
+
+static int said_month(const heard *h, int m)
+{
+    const char *full = MONTHS[m - 1];
+    if (has_word(h, full)) return 1;
+    if (m != 5 && said_word(h, full, 3)) return 1; /* jan, feb, ... ("may" is its own) */
+    return m == 9 && has_word(h, "sept");
+}
+
+static int said_weekday(const heard *h, int wd)
+{
+    const char *full = WEEKDAYS[wd];
+    return has_word(h, full) || said_word(h, full, 3) || (wd == 2 && has_word(h, "tues")) ||
+           (wd == 4 && (has_word(h, "thu") || has_word(h, "thur") || has_word(h, "thurs")));
+}
+
+/* The first YYYY-MM-DD of the system text ("date: 2026-06-12 ..."), as days, or 0 with *found = 0. */
+static long base_date(const char *system, int *found)
+{
+    *found = 0;
+    if (!system) return 0;
+    for (const char *p = system; *p; p++) {
+        long y;
+        int m, d;
+        size_t rest = strlen(p);
+        if (parse_date(p, rest < 10 ? rest : 10, &y, &m, &d)) {
+            *found = 1;
+            return days_from_civil(y, m, d);
+        }
+    }
+    return 0;
+}
+
+static int date_grounded(const heard *h, const char *system, const char *v, long y, int m, int d)
+{
+    if (strstr(h->low, v) || (said_month(h, m) && said_integer(h, d))) return 1;
+    long day = days_from_civil(y, m, d);
+    int wd = (int)(((day % 7) + 11) % 7); /* 1970-01-01 was a Thursday (4) */
+    int have_base;
+    long base = base_date(system, &have_base);
+    if (!have_base) return said_weekday(h, wd) || (said_integer(h, m) && said_integer(h, d));
+    long delta = day - base;
+    if (delta == 0 && (has_word(h, "today") || has_word(h, "tonight"))) return 1;
+    if (delta == 1 && has_word(h, "tomorrow")) return 1;
+    if (delta == 2 && has_word(h, "tomorrow") && has_word(h, "after")) return 1;
+    if (delta == -1 && has_word(h, "yesterday")) return 1;
+    if (delta >= 0 && delta <= 13 && said_weekday(h, wd)) return 1;
+    if (delta >= 0 && delta <= 13 && (wd == 0 || wd == 6) && has_word(h, "weekend")) return 1;
+    if (delta > 0 && (has_word(h, "day") || has_word(h, "days")) && said_integer(h, delta)) return 1;
+    if (delta > 0 && delta % 7 == 0 && has_word(h, "week") && said_integer(h, delta / 7)) return 1;
+    if (delta >= 7 && delta <= 13 && has_word(h, "next") && has_word(h, "week")) return 1;
+    if (delta >= 0 && delta <= 62 && said_integer(h, d)) return 1; /* "the 14th" */
+    return 0;
+}
+
+/* ------------------------------------------------------------------ walking the calls */
+
+typedef struct walker {
+    const heard *h;
+    const char *system;
+    nd_grounding *g;
+} walker;
+
+static void flag(walker *w, const char *path)
+{
+    /* each path once */
+    nd_buf *b = &w->g->ungrounded;
+    nd_buf q;
+    nd_buf_init(&q);
+    nd_json_write_string(&q, path, strlen(path), 0);
+    int seen = q.data && b->data && strstr(b->data, q.data) != NULL;
+    if (!seen) {
+        nd_buf_putc(b, w->g->n_ungrounded ? ',' : '[');
+        nd_buf_append(b, q.data ? q.data : "", q.len);
+        w->g->n_ungrounded++;
+    }
+    nd_buf_free(&q);
+}
+
+static void walk(walker *w, const nd_json *v, const nd_json *schema, const char *path)
+{
+    if (schema && (nd_json_get(schema, "enum") || nd_json_get(schema, "const"))) return; /* a choice, not a copy */
+    switch (v->type) {
+    case ND_JSON_NUMBER:
+        if (!said_number(w->h, v->num)) flag(w, path);
+        break;
+    case ND_JSON_STRING: {
+        long y;
+        int m, d;
+        int ok;
+        if (parse_date(v->str, v->len, &y, &m, &d)) {
+            char ymd[11];
+            memcpy(ymd, v->str, 10);
+            ymd[10] = '\0';
+            ok = date_grounded(w->h, w->system, ymd, y, m, d);
+            if (ok && v->len >= 16 && two_digits(v->str + 11) && v->str[13] == ':' && two_digits(v->str + 14))
+                ok = time_grounded(w->h, (v->str[11] - '0') * 10 + v->str[12] - '0',
+                                   (v->str[14] - '0') * 10 + v->str[15] - '0');
+        } else if ((v->len == 5 || (v->len == 8 && v->str[5] == ':')) && two_digits(v->str) && v->str[2] == ':' &&
+                   two_digits(v->str + 3)) {
+            ok = time_grounded(w->h, (v->str[0] - '0') * 10 + v->str[1] - '0', (v->str[3] - '0') * 10 + v->str[4] - '0');
+        } else {
+            ok = string_grounded(w->h, v->str, v->len);
+        }
+        if (!ok) flag(w, path);
+        break;
+    }
+    case ND_JSON_ARRAY: {
+        const nd_json *items = schema ? nd_json_get(schema, "items") : NULL;
+        for (size_t i = 0; i < v->count; i++) walk(w, &v->items[i], items, path);
+        break;
+    }
+    case ND_JSON_OBJECT: {
+        const nd_json *props = schema ? nd_json_get(schema, "properties") : NULL;
+        for (size_t i = 0; i < v->count; i++) {
+            size_t n = strlen(path) + v->key_lens[i] + 2;
+            char *sub = malloc(n);
+            if (!sub) { w->g->ungrounded.oom = 1; return; }
+            snprintf(sub, n, "%s.%s", path, v->keys[i]);
+            walk(w, &v->items[i], props ? nd_json_get(props, v->keys[i]) : NULL, sub);
+            free(sub);
+        }
+        break;
+    }
+    default: /* booleans and null: choices */
+        break;
+    }
+}
+
+static const nd_json *tool_params(const nd_json *tools, const char *name)
+{
+    if (!tools || tools->type != ND_JSON_ARRAY) return NULL;
+    for (size_t i = 0; i < tools->count; i++) {
+        const nd_json *t = &tools->items[i], *n = nd_json_get(t, "name");
+        if (!n) {
+            const nd_json *f = nd_json_get(t, "function"); /* OpenAI form */
+            if (f) { t = f; n = nd_json_get(f, "name"); }
+        }
+        if (n && n->type == ND_JSON_STRING && !strcmp(n->str, name)) return nd_json_get(t, "parameters");
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ negation */
+
+/* Is `needle` (lowercase) inside some string value of the calls? */
+static int inside_a_value(const nd_json *v, const char *needle)
+{
+    if (!v) return 0;
+    if (v->type == ND_JSON_STRING) {
+        size_t n;
+        char *low = fold(v->str, v->len, &n);
+        int in = low && strstr(low, needle) != NULL;
+        free(low);
+        return in;
+    }
+    if (v->type == ND_JSON_ARRAY || v->type == ND_JSON_OBJECT)
+        for (size_t i = 0; i < v->count; i++)
+            if (inside_a_value(&v->items[i], needle)) return 1;
+    return 0;
+}
+
+static const char *const NEGATORS[] = {"don't", "dont", "do not", "doesn't need", "does not need", "no need",
+                                       "never mind", "nevermind", "never", "forget it", "forget about it",
+                                       "forget that", "scratch that", "actually no", "actually, no", "hold off",
+                                       "not necessary", "won't need", "shouldn't", "should not", "no thanks",
+                                       "no, thanks", "not needed"};
+/* words after "don't" that keep the request positive: "don't forget to ..." */
+static const char *const KEEPERS[] = {"forget", "let me forget", "let me miss", "hesitate", "worry"};
+
+int nd_request_negates(const char *request, const nd_json *calls)
+{
+    if (!request) return 0;
+    size_t n;
+    char *low = fold(request, strlen(request), &n);
+    if (!low) return 0;
+    int neg = 0;
+    for (size_t k = 0; k < sizeof NEGATORS / sizeof NEGATORS[0] && !neg; k++) {
+        size_t L = strlen(NEGATORS[k]);
+        for (const char *p = strstr(low, NEGATORS[k]); p && !neg; p = strstr(p + 1, NEGATORS[k])) {
+            if (p > low && word_byte((unsigned char)p[-1])) continue;
+            if (word_byte((unsigned char)p[L]) && isalpha((unsigned char)NEGATORS[k][L - 1])) continue;
+            const char *after = p + L;
+            while (*after == ' ' || *after == ',') after++;
+            int kept = 0;
+            for (size_t j = 0; j < sizeof KEEPERS / sizeof KEEPERS[0] && !kept; j++)
+                kept = !strncmp(after, KEEPERS[j], strlen(KEEPERS[j]));
+            /* a negation quoted in a generated message ("tell her don't wait up") is content */
+            char phrase[64];
+            size_t span = L;
+            while (p[span] && p[span] != ',' && p[span] != '.' && span < sizeof phrase - 1 && span < L + 12) span++;
+            memcpy(phrase, p, span);
+            phrase[span] = '\0';
+            if (!kept && !inside_a_value(calls, phrase)) neg = 1;
+        }
+    }
+    free(low);
+    return neg;
+}
+
+/* ------------------------------------------------------------------ the check */
+
+int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *heard_text, const char *request,
+                       const char *system, nd_grounding *g)
+{
+    memset(g, 0, sizeof *g);
+    nd_buf_init(&g->ungrounded);
+    heard h;
+    int rc = heard_init(&h, heard_text, request, system);
+    walker w = {&h, system, g};
+    for (size_t i = 0; !rc && calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {
+        const nd_json *c = &calls->items[i], *name = nd_json_get(c, "name"), *args = nd_json_get(c, "arguments");
+        if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
+        walk(&w, args, tool_params(tools, name->str), name->str);
+    }
+    if (!rc) {
+        nd_buf_puts(&g->ungrounded, g->n_ungrounded ? "]" : "[]");
+        g->negation = nd_request_negates(request, calls);
+        if (g->ungrounded.oom) rc = NEEDLE_ENOMEM;
+    }
+    heard_free(&h);
+    return rc;
+}
+
+void nd_grounding_free(nd_grounding *g)
+{
+    if (!g) return;
+    nd_buf_free(&g->ungrounded);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,55 @@
+/* grounding.h - do a turn's calls follow from what was said?
+ *
+ * A small model sometimes fills an argument with a value it remembers rather
+ * than one the user said ("text mom that I'll be late" -> recipient "Maya"),
+ * and sometimes acts on a request that says not to ("don't turn on the
+ * lights").  These checks look at the calls after decoding and report, in the
+ * envelope's "validation" member:
+ *
+ *   ungrounded  "tool.path" of every argument whose value neither appears in,
+ *               nor follows from, the conversation's user texts, tool results
+ *               and the system facts.  Strings: every content word of the
+ *               value is said (case, punctuation and a few function words
+ *               ignored); numbers: said in digits or words, or a unit step
+ *               away (x60, x1000, x100 and back: "an hour and a half" = 90);
+ *               times HH:MM: the hour (12- or 24-hour) and the minutes
+ *               ("half past", "quarter to", "noon") are said; dates
+ *               YYYY-MM-DD: said as a date, a month and day, or relative to
+ *               the system's "date: YYYY-MM-DD" fact (today, tomorrow, in N
+ *               days, a weekday name, "the 14th").  Booleans and values the
+ *               schema restricts to an enum are choices, not copies: never
+ *               flagged.
+ *   negation    the latest request negates the action ("don't ...", "do
+ *               not", "no need to", "never mind", "actually no", ...), except
+ *               "don't forget" and negations inside a generated string value
+ *               (a message that says "don't wait up").
+ *
+ * These are heuristics over English text: they flag, they do not prove. */
+#ifndef ND_GROUNDING_H
+#define ND_GROUNDING_H
+
+#include <stddef.h>
+
+#include "core/buf.h"
+#include "core/json.h"
+
+typedef struct nd_grounding {
+    nd_buf ungrounded; /* the "tool.path" strings as a compact JSON array ("[...]") */
+    int n_ungrounded;
+    int negation;
+} nd_grounding;
+
+/* Check calls (a JSON array of {name, arguments}) against what was said:
+ * `heard` (the conversation's user texts and tool results, any separator),
+ * `request` (the latest user text, for negation; may be NULL), `system` (may
+ * be NULL) and the declared tools (for enums; may be NULL).  g is
+ * initialised here; free it with nd_grounding_free.  Returns 0, or
+ * NEEDLE_ENOMEM. */
+int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *heard, const char *request,
+                       const char *system, nd_grounding *g);
+void nd_grounding_free(nd_grounding *g);
+
+/* The negation test alone (calls may be NULL). */
+int nd_request_negates(const char *request, const nd_json *calls);
+
+#endif

@@ -1,0 +1,266 @@
+/* test_grounding.c - the envelope's grounding checks (agent/grounding.h), the
+ * item guard that ends a call list at a repeated item or call
+ * (nd_repeat_item_cut), and the strict session option end to end on the
+ * bundled model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/envelope.h"
+#include "agent/grounding.h"
+#include "agent/repeat_guard.h"
+#include "check.h"
+#include "core/json.h"
+#include "needle.h"
+
+static const char *TOOLS =
+    "[{\"name\":\"send_message\",\"parameters\":{\"type\":\"object\",\"properties\":{\"recipient\":{\"type\":"
+    "\"string\"},\"text\":{\"type\":\"string\"}},\"required\":[\"recipient\",\"text\"]}},"
+    "{\"name\":\"set_alarm\",\"parameters\":{\"type\":\"object\",\"properties\":{\"time\":{\"type\":\"string\"},"
+    "\"days\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"Monday\",\"Friday\"]}}}}},"
+    "{\"name\":\"set_thermostat\",\"parameters\":{\"type\":\"object\",\"properties\":{\"temperature\":{\"type\":"
+    "\"number\"},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}}}},"
+    "{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":"
+    "\"string\"},\"date\":{\"type\":\"string\",\"format\":\"date\"}}}},"
+    "{\"name\":\"set_timer\",\"parameters\":{\"type\":\"object\",\"properties\":{\"minutes\":{\"type\":"
+    "\"integer\"},\"on\":{\"type\":\"boolean\"}}}}]";
+
+/* The ungrounded list (a JSON array text) for calls answering request. */
+static char *ungrounded(const char *calls_json, const char *request, const char *system, int *negation)
+{
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error e;
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &e) ||
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &e)) {
+        nd_json_free(calls);
+        return NULL;
+    }
+    nd_grounding g;
+    char *out = NULL;
+    if (nd_grounding_check(calls, tools, request, request, system, &g) == 0) {
+        out = strdup(g.ungrounded.data);
+        if (negation) *negation = g.negation;
+    }
+    nd_grounding_free(&g);
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define EXPECT_UNGROUNDED(calls, request, system, want)                                      \
+    do {                                                                                     \
+        char *got_ = ungrounded(calls, request, system, NULL);                               \
+        CHECKF(got_ && !strcmp(got_, want), "%s -> %s, want %s", request, got_ ? got_ : "(error)", want); \
+        free(got_);                                                                          \
+    } while (0)
+
+static void test_strings_copied_or_not(void)
+{
+    EXPECT_UNGROUNDED("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"mom\",\"text\":\"I'll be late\"}}]",
+                      "text mom that I'll be late", NULL, "[]");
+    /* the values a small model recalls from its training lists instead of the request */
+    EXPECT_UNGROUNDED("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Maya\",\"text\":\"I'll call you back "
+                      "later\"}}]",
+                      "text mom that I'll be late", NULL, "[\"send_message.recipient\",\"send_message.text\"]");
+    /* case, punctuation, plurals and function words do not matter; non-Latin names are compared as written */
+    EXPECT_UNGROUNDED("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Thandiwe Mokoena\",\"text\":\"the "
+                      "keys are under the mat\"}}]",
+                      "Tell THANDIWE MOKOENA: keys under mat!", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"東京\"}}]", "weather in 東京?", NULL,
+                      "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Paris\"}}]", "weather in 東京?", NULL,
+                      "[\"get_weather.location\"]");
+    /* a value said in the system facts is grounded too */
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Lagos\"}}]", "what's the weather here",
+                      "location: Lagos", "[]");
+}
+
+static void test_numbers_in_digits_words_and_units(void)
+{
+    const char *t72 = "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":72,\"unit\":\"fahrenheit\"}}]";
+    EXPECT_UNGROUNDED(t72, "make it 72F in here", NULL, "[]"); /* the enum unit is a choice, never flagged */
+    EXPECT_UNGROUNDED(t72, "set the heat to seventy-two", NULL, "[]");
+    EXPECT_UNGROUNDED(t72, "set the heat to 68", NULL, "[\"set_thermostat.temperature\"]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":21.5}}]", "21.5 degrees please",
+                      NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":90,\"on\":true}}]",
+                      "timer for an hour and a half", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":150}}]", "a hundred and fifty minute timer",
+                      NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":25}}]", "timer for ten minutes", NULL,
+                      "[\"set_timer.minutes\"]");
+}
+
+static void test_times(void)
+{
+    const char *c0730 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\"}}]";
+    const char *c1930 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"19:30\"}}]";
+    EXPECT_UNGROUNDED(c0730, "alarm at 7:30", NULL, "[]");
+    EXPECT_UNGROUNDED(c0730, "wake me at half past seven", NULL, "[]");
+    EXPECT_UNGROUNDED(c1930, "alarm 7.30pm", NULL, "[]");
+    EXPECT_UNGROUNDED(c1930, "alarm at 1930", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"11:45\"}}]", "alarm at quarter to noon", NULL,
+                      "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"12:00\"}}]", "remind me at noon", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\",\"days\":[\"Friday\"]}}]",
+                      "set an alarm for half past seven", NULL, "[\"set_alarm.time\"]");
+    EXPECT_UNGROUNDED(c0730, "alarm at 8:30", NULL, "[\"set_alarm.time\"]");
+}
+
+static void test_dates(void)
+{
+    const char *sys = "date: 2026-06-12 (Friday)";
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Oslo\",\"date\":\"2026-06-13\"}}]",
+                      "weather in Oslo tomorrow", sys, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Oslo\",\"date\":\"2026-06-17\"}}]",
+                      "weather in Oslo on Wednesday", sys, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Oslo\",\"date\":\"2026-06-15\"}}]",
+                      "Oslo weather in 3 days", sys, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Oslo\",\"date\":\"2026-07-27\"}}]",
+                      "Oslo weather on July 27th", sys, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Oslo\",\"date\":\"2026-06-14\"}}]",
+                      "weather in Oslo tomorrow", sys, "[\"get_weather.date\"]");
+    EXPECT_UNGROUNDED("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Oslo\",\"date\":\"2026-06-16\"}}]",
+                      "weather in Oslo on Wednesday", sys, "[\"get_weather.date\"]");
+}
+
+static void test_negation(void)
+{
+    const char *lights = "[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":5}}]";
+    int neg = -1;
+    char *u;
+    const char *negated[] = {"don't set a timer for 5 minutes", "Do NOT start a 5 minute timer",
+                             "set a 5 minute timer... actually no, never mind", "no need to set a 5 minute timer",
+                             "please don\xe2\x80\x99t set a timer for 5 minutes"};
+    for (size_t i = 0; i < sizeof negated / sizeof negated[0]; i++) {
+        u = ungrounded(lights, negated[i], NULL, &neg);
+        CHECKF(neg == 1, "%s", negated[i]);
+        free(u);
+    }
+    const char *positive[] = {"don't forget to set a 5 minute timer", "set a 5 minute timer", "5 minute timer, don't let me forget"};
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
+        u = ungrounded(lights, positive[i], NULL, &neg);
+        CHECKF(neg == 0, "%s", positive[i]);
+        free(u);
+    }
+    /* a negation inside the message being sent is content, not a refusal */
+    u = ungrounded("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Ana\",\"text\":\"don't wait up\"}}]",
+                   "tell Ana don't wait up", NULL, &neg);
+    CHECK(neg == 0);
+    CHECK(u && !strcmp(u, "[]"));
+    free(u);
+    CHECK(nd_request_negates("don't turn on the lights", NULL) == 1);
+    CHECK(nd_request_negates("turn on the lights", NULL) == 0);
+    CHECK(nd_request_negates(NULL, NULL) == 0);
+}
+
+/* nd_repeat_item_cut on a text that has just finished an element */
+static int cut_of(const char *text, char *kept, size_t cap)
+{
+    size_t cut = 0;
+    char closers[ND_REPEAT_MAX_DEPTH + 1];
+    if (!nd_repeat_item_cut(text, strlen(text), &cut, closers, sizeof closers)) return 0;
+    snprintf(kept, cap, "%.*s%s", (int)cut, text, closers);
+    return 1;
+}
+
+static void test_repeated_items_and_calls_end_the_list(void)
+{
+    char kept[512];
+    CHECK(!cut_of("[{\"name\":\"set_alarm\",\"arguments\":{\"days\":[\"Monday\",\"Friday\",", kept, sizeof kept));
+    CHECK(cut_of("[{\"name\":\"set_alarm\",\"arguments\":{\"days\":[\"Monday\",\"Friday\",\"Monday\",", kept,
+                 sizeof kept));
+    CHECK(!strcmp(kept, "[{\"name\":\"set_alarm\",\"arguments\":{\"days\":[\"Monday\",\"Friday\"]}}]"));
+    /* a repeated last item before ']' is dropped the same way */
+    CHECK(cut_of("[{\"name\":\"a\",\"arguments\":{\"x\":[1,2,2]", kept, sizeof kept));
+    CHECK(!strcmp(kept, "[{\"name\":\"a\",\"arguments\":{\"x\":[1,2]}}]"));
+    /* a repeated call: dropped, and the list ends */
+    const char *call = "{\"name\":\"set_timer\",\"arguments\":{\"minutes\":5}}";
+    char text[512];
+    snprintf(text, sizeof text, "[%s,{\"name\":\"b\",\"arguments\":{}},%s,", call, call);
+    CHECK(cut_of(text, kept, sizeof kept));
+    snprintf(text, sizeof text, "[%s,{\"name\":\"b\",\"arguments\":{}}]", call);
+    CHECK(!strcmp(kept, text));
+    /* equal items of different arrays, commas and brackets inside strings: no repeat */
+    CHECK(!cut_of("[{\"name\":\"a\",\"arguments\":{\"x\":[1,2],\"y\":[1,", kept, sizeof kept));
+    CHECK(!cut_of("[{\"name\":\"a\",\"arguments\":{\"x\":[\"a,b\",\"a]\",\"a,b]\",", kept, sizeof kept));
+    CHECK(!cut_of("[{\"name\":\"a\",\"arguments\":{\"x\":[\"\\\"q\",\"q\",", kept, sizeof kept));
+    CHECK(!cut_of("", kept, sizeof kept));
+}
+
+static void test_envelope_fields(void)
+{
+    nd_envelope e;
+    memset(&e, 0, sizeof e);
+    e.success = 1;
+    e.calls = "[]";
+    e.calls_len = 2;
+    e.ungrounded = "[\"a.b\"]";
+    e.negation = 1;
+    e.suppressed_calls = "[{\"name\":\"a\",\"arguments\":{\"b\":1}}]";
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_envelope_write(&b, &e);
+    CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true},\"suppressed_calls\":[{\"name\":"
+                         "\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
+    nd_buf_free(&b);
+    /* nothing given, or text that is not a JSON array: [] (the envelope stays valid JSON) */
+    e.ungrounded = NULL;
+    e.negation = 0;
+    e.suppressed_calls = "{oops";
+    nd_buf_init(&b);
+    nd_envelope_write(&b, &e);
+    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false},\"suppressed_calls\":[]}") != NULL);
+    nd_buf_free(&b);
+}
+
+/* End to end on the bundled model: --strict withholds a negated request's call. */
+static void test_strict_session_withholds(void)
+{
+    needle_model *m = NULL;
+    needle_error err;
+    needle_model_options mo = {.threads = 1};
+    if (needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err)) {
+        CHECKF(0, "%s", err.message);
+        return;
+    }
+    const char *tools = "[{\"name\":\"set_lights\",\"description\":\"Turn a room's lights on or off\",\"parameters\":{"
+                        "\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},\"on\":{\"type\":"
+                        "\"boolean\"}},\"required\":[\"room\",\"on\"]}}]";
+    for (int strict = 0; strict <= 1; strict++) {
+        needle_session_options so = {.tools_json = tools, .strict = strict};
+        needle_session *s = NULL;
+        CHECK(needle_session_open(m, &so, &s, &err) == 0);
+        if (!s) break;
+        char *env = NULL;
+        /* whatever the model answers, a strict session never returns a call for a negated request */
+        CHECK(needle_session_send(s, "please don't turn off the kitchen lights", &env, &err) == 0);
+        CHECK(env && strstr(env, "\"negation\":true"));
+        if (strict) CHECK(env && strstr(env, "\"function_calls\":[]"));
+        else CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
+        /* a flagged call's confidence is halved: at most 0.5 */
+        const char *cf = env ? strstr(env, "\"confidence\":") : NULL;
+        if (!strict && env && !strstr(env, "\"function_calls\":[]") && cf && strncmp(cf + 13, "null", 4))
+            CHECKF(strtod(cf + 13, NULL) <= 0.5, "%s", cf);
+        needle_free(env);
+        env = NULL;
+        CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
+        CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false}"));
+        CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
+        needle_free(env);
+        needle_session_close(s);
+    }
+    needle_model_close(m);
+}
+
+int main(void)
+{
+    RUN(test_strings_copied_or_not);
+    RUN(test_numbers_in_digits_words_and_units);
+    RUN(test_times);
+    RUN(test_dates);
+    RUN(test_negation);
+    RUN(test_repeated_items_and_calls_end_the_list);
+    RUN(test_envelope_fields);
+    RUN(test_strict_session_withholds);
+    return check_summary();
+}
