@@ -50,7 +50,11 @@ if [ $rc -eq 0 ] && has 'generation Needle 3' && has 'out_vocab 8000' && has 'v_
     has 'global layers 2 5' && has 'seed_heads 3' && has 'qkv_conv_taps 3'; then ok inspect_v3_header
 else bad inspect_v3_header "rc=$rc"; fi
 
-run "$NEEDLE" run --model "$N3/n3_tiny.cact" --max-new-tokens 16 "turn on the kitchen lights"
+# n3_tiny's context is 256 positions: one small tool fits (the demo's five do not; they are refused)
+tools=$(mktemp /tmp/needle-n3-tools.XXXXXX)
+printf '%s' '[{"name":"set_lights","description":"Turn lights on or off","parameters":{"type":"object","properties":{"room":{"type":"string"},"on":{"type":"boolean"}},"required":["room","on"]}}]' > "$tools"
+run "$NEEDLE" run --model "$N3/n3_tiny.cact" --tools "$tools" --max-new-tokens 16 "turn on the kitchen lights"
+rm -f "$tools"
 if printf '%s' "$out" | head -n 1 | python3 -c '
 import json, sys
 e = json.loads(sys.stdin.readline())
