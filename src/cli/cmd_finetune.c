@@ -189,7 +189,8 @@ int cmd_finetune(int argc, char **argv)
     int status = needle_finetune(&o, &res, &err) ? 1 : 0;
     if (status) fprintf(stderr, "needle finetune: %s\n", err.message);
     else {
-        if (res.early_stopped || res.best_step != res.steps)
+        if (!o.keep_last && res.best_val_loss == res.best_val_loss /* not NAN: there was a validation */ &&
+            (res.early_stopped || res.best_step != res.steps))
             fprintf(stderr, "  the output holds the weights of step %d (best validation loss %.4f)\n", res.best_step,
                     res.best_val_loss);
         if (test) {

@@ -169,6 +169,7 @@ void nd_chat_completions(const nd_request *rq, nd_reply *r)
         so.temperature = q.temperature;
         so.top_p = q.top_p;
         so.seed = q.seed;
+        so.strict = q.strict;
         rc = needle_session_open(srv->cfg->model, &so, &s, &err);
         if (!rc && results) {
             /* a history the server did not answer: replay its last user request */

@@ -32,6 +32,7 @@ typedef struct chat_req {
     float temperature, top_p;
     uint64_t seed;
     int stream, include_usage;
+    int strict; /* needle extension "strict": true withholds calls the grounding checks flag */
     uint64_t settings; /* hash of everything above that shapes the session */
 } chat_req;
 
