@@ -48,10 +48,21 @@ const char *needle_strerror(int code);
 /* ---- Models: load once, share read-only between any number of sessions ---- */
 typedef struct needle_model needle_model;
 
+/* The chat layout a model was trained on (how prompts are rendered; see
+ * src/text/chat.h).  AUTO: what the model expects - the 2.0.15 layout for
+ * Needle 3 files; for Needle 2 files the 2.0.8 layout the released weights
+ * and the bundled model were trained with (README, "Chat layouts"). */
+enum {
+    NEEDLE_LAYOUT_AUTO = 0,
+    NEEDLE_LAYOUT_2_0_8 = 1,  /* tools JSON \uXXXX-escaped, system as given, <think>R</think> always */
+    NEEDLE_LAYOUT_2_0_15 = 2  /* raw UTF-8 JSON, stripped system/reasoning, think block only with reasoning */
+};
+
 typedef struct needle_model_options {
     int threads;         /* <= 0: NEEDLE_THREADS, else every core */
     const char *backend; /* NULL: NEEDLE_BACKEND, else the best one built and present */
     int kv_window;       /* 0: the file's window (the .cact header, or the config's budget window) */
+    int layout;          /* NEEDLE_LAYOUT_*; 0 (AUTO): what the model expects */
 } needle_model_options;
 
 /* Open a .cact deploy file or a .safetensors checkpoint (a checkpoint needs a
@@ -131,6 +142,7 @@ typedef struct needle_finetune_options {
     int stop_after;              /* > 0: stop after N steps in total */
     const char *plot_path;       /* an SVG of the loss curves; NULL for none */
     int quiet;                   /* 1: no progress lines */
+    int layout;                  /* NEEDLE_LAYOUT_*: how rows are rendered; 0 (auto): as needle_model_open would */
 } needle_finetune_options;
 
 typedef struct needle_finetune_result {

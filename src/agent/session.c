@@ -53,7 +53,7 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
     }
     nd_buf b;
     nd_buf_init(&b);
-    nd_json_write(&b, tools, 1);
+    nd_json_write(&b, tools, nd_chat_json_ascii(s->model->layout));
     if (b.oom) {
         nd_buf_free(&b);
         nd_mask_cache_free(mc);
@@ -112,7 +112,9 @@ static int select_tools(needle_session *s, const char *query, needle_error *err)
     nd_buf_putc(&b, '[');
     for (int i = 0; i < n; i++) {
         if (i) nd_buf_putc(&b, ',');
-        nd_buf_puts(&b, s->retr->texts[idx[i]]);
+        /* the retriever's texts are ASCII-escaped; the 2.0.15 layout renders raw UTF-8 */
+        if (nd_chat_json_ascii(s->model->layout)) nd_buf_puts(&b, s->retr->texts[idx[i]]);
+        else nd_json_write(&b, &s->tools->items[idx[i]], 0);
     }
     nd_buf_putc(&b, ']');
     if (b.oom) {
@@ -141,7 +143,7 @@ static int compute_prefix_len(needle_session *s, needle_error *err)
 {
     nd_ids v;
     nd_ids_init(&v);
-    int rc = nd_chat_prompt_ids(s->model->tok, s->system, s->tools_compact, "", &v, err);
+    int rc = nd_chat_prompt_ids(s->model->tok, s->model->layout, s->system, s->tools_compact, "", &v, err);
     if (!rc) {
         s->prefix_len = 0;
         for (size_t i = v.len; i-- > 0;)
@@ -264,7 +266,7 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
     int rc = 0;
     if (!s->started) {
         if (s->prefix_len < 0 && (rc = compute_prefix_len(s, err)) != 0) goto done;
-        if ((rc = nd_chat_prompt_ids(tok, s->system, s->tools_compact, text, &v, err)) != 0) goto done;
+        if ((rc = nd_chat_prompt_ids(tok, s->model->layout, s->system, s->tools_compact, text, &v, err)) != 0) goto done;
         /* the pinned block must really be a prefix of this prompt */
         int sinks = s->prefix_len;
         if (sinks > (int)v.len || (sinks > 0 && v.data[sinks - 1] != s->model->id_tools_close)) sinks = 0;
@@ -315,7 +317,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         if ((rc = nd_json_parse(text, strlen(text), "tool result", &j, err)) != 0) return rc;
         nd_buf b;
         nd_buf_init(&b);
-        nd_json_write(&b, j, 1);
+        nd_json_write(&b, j, nd_chat_json_ascii(s->model->layout));
         nd_json_free(j);
         if (b.oom) {
             nd_buf_free(&b);
@@ -387,14 +389,23 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         s->started = 0;
         s->pending.len = 0;
     }
+    /* the 2.0.15 layout writes "<think>\n R \n</think>": report R without the newlines */
+    const char *reason = r.reasoning.data ? r.reasoning.data : "";
+    size_t reason_len = r.reasoning.len;
+    while (s->model->layout == NEEDLE_LAYOUT_2_0_15 && reason_len && strchr(" \t\r\n", *reason)) {
+        reason++;
+        reason_len--;
+    }
+    while (s->model->layout == NEEDLE_LAYOUT_2_0_15 && reason_len && strchr(" \t\r\n", reason[reason_len - 1]))
+        reason_len--;
     nd_envelope env = {
         .success = !r.fail_code,
         .error = r.fail_code ? r.fail_msg : NULL,
         .error_code = r.fail_code,
         .calls = r.fail_code ? NULL : (r.calls.data ? r.calls.data : ""),
         .calls_len = r.calls.len,
-        .reasoning = r.reasoning.data,
-        .reasoning_len = r.reasoning.len,
+        .reasoning = r.reasoning.data ? reason : NULL,
+        .reasoning_len = reason_len,
         .confidence = confidence,
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,

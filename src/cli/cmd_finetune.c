@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "io/safetensors.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 #include "train/data.h"
 #include "train/train_ckpt.h"
@@ -19,7 +20,7 @@ static void usage(FILE *to)
             "usage: needle finetune DATA.jsonl --checkpoint BASE.safetensors --out OUT.safetensors\n"
             "         [--tokenizer TOK.model] [--epochs 3] [--batch-size 16] [--lr 1e-4]\n"
             "         [--lora-rank 16] [--lora-alpha 32] [--max-len 1024] [--val-split 0.1]\n"
-            "         [--seed 0] [--threads N] [--log-every 10] [--full]\n"
+            "         [--seed 0] [--threads N] [--log-every 10] [--full] [--layout auto|2.0.8|2.0.15]\n"
             "         [--bucket global|batch] [--bucket-window 50] [--plot loss.svg]\n"
             "         [--save-every N] [--state-file OUT.state] [--resume STATE] [--stop-after N]\n"
             "LoRA on q,k,v,gate,out of every layer (base frozen); the adapter is written as\n"
@@ -34,7 +35,10 @@ static void usage(FILE *to)
             "                    (default OUT.state); --resume STATE continues such a run bit for bit (its\n"
             "                    options are taken from the state; conflicting flags are an error)\n"
             "  --stop-after N    stop after N steps in total (with --save-every: a planned interruption)\n"
-            "  --plot FILE.svg   write the training and validation loss curves (updated every epoch)\n");
+            "  --plot FILE.svg   write the training and validation loss curves (updated every epoch)\n"
+            "  --layout L        the chat layout rows are rendered in (default auto = what `needle run` uses for\n"
+            "                    this model: 2.0.8 for Needle 2; 2.0.15 renders as cactus-needle 2.0.15 does)\n"
+            "  --seed N          drives the LoRA initialisation, the validation split and the epoch order\n");
 }
 
 int cmd_finetune(int argc, char **argv)
@@ -61,7 +65,7 @@ int cmd_finetune(int argc, char **argv)
     }
     const char *C = "finetune";
     cli_common c;
-    cli_common_init(&c, CLI_TOKENIZER | CLI_THREADS | CLI_SEED);
+    cli_common_init(&c, CLI_TOKENIZER | CLI_THREADS | CLI_SEED | CLI_LAYOUT);
     for (int i = 1; i < argc; i++) {
         int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
@@ -141,10 +145,12 @@ int cmd_finetune(int argc, char **argv)
                          full ? " and not written" : "");
     /* rows longer than the model can see are skipped (and reported), never cut */
     if (o.max_len > m.cfg.max_seq_len) o.max_len = m.cfg.max_seq_len;
-    if (nd_dataset_load_jsonl(data, tok, o.max_len, stderr, &ds, &err)) goto fail;
+    /* the rows are rendered in the layout the model will be run with (auto: as `needle run` resolves it) */
+    int layout = nd_chat_layout_resolve(c.layout, 2);
+    if (nd_dataset_load_jsonl_layout(data, tok, layout, o.max_len, stderr, &ds, &err)) goto fail;
     have_data = 1;
-    fprintf(stderr, "  %s: %d rows used of %d (%d malformed or invalid, %d longer than %d tokens)\n", data, ds.n, ds.lines,
-            ds.malformed, ds.too_long, o.max_len);
+    fprintf(stderr, "  %s: %d rows used of %d (%d malformed or invalid, %d longer than %d tokens), layout %s\n", data,
+            ds.n, ds.lines, ds.malformed, ds.too_long, o.max_len, nd_chat_layout_name(layout));
     if (nd_threadpool_create(threads, &pool, &err)) goto fail;
     m.pool = pool;
     if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, &err)) goto fail;

@@ -18,6 +18,7 @@
 #include "needle.h"
 #include "quant/cq.h"
 #include "text/tokenizer.h"
+#include "text/chat.h"
 #include "train/data.h"
 #include "train/merge.h"
 #include "train/train_ckpt.h"
@@ -144,7 +145,13 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
     if (ignored && log)
         fprintf(log, "  %d checkpoint tensors not used by the forward pass are not trained%s\n", ignored,
                 full ? " and not written" : "");
-    if ((rc = nd_dataset_load_jsonl(p->data_path, tok, o.max_len, log, &ds, err))) goto done;
+    if (p->layout < NEEDLE_LAYOUT_AUTO || p->layout > NEEDLE_LAYOUT_2_0_15) {
+        rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: layout %d is not a NEEDLE_LAYOUT_* value", p->layout);
+        goto done;
+    }
+    if ((rc = nd_dataset_load_jsonl_layout(p->data_path, tok, nd_chat_layout_resolve(p->layout, 2), o.max_len, log,
+                                           &ds, err)))
+        goto done;
     have_data = 1;
     if (log)
         fprintf(log, "  %s: %d rows used of %d (%d malformed, %d longer than max_len)\n", p->data_path, ds.n,

@@ -11,18 +11,18 @@
 #include "grammar/grammar.h"
 #include "text/chat.h"
 
-/* A field that is JSON, or a string holding JSON: write it compact + ASCII. */
-static int compact_json_field(const nd_json *v, const char *field, const char *where, nd_buf *out,
+/* A field that is JSON, or a string holding JSON: write it compact, ASCII-escaped when ascii. */
+static int compact_json_field(const nd_json *v, const char *field, const char *where, int ascii, nd_buf *out,
                               needle_error *err)
 {
     if (v->type == ND_JSON_STRING) {
         nd_json *inner = NULL;
         int rc = nd_json_parse(v->str, v->len, NULL, &inner, err);
         if (rc) return nd_errorf(err, NEEDLE_EJSON, "%s: field \"%s\" is a string but not JSON", where, field);
-        nd_json_write(out, inner, 1);
+        nd_json_write(out, inner, ascii);
         nd_json_free(inner);
     } else {
-        nd_json_write(out, v, 1);
+        nd_json_write(out, v, ascii);
     }
     return out->oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where) : 0;
 }
@@ -162,8 +162,8 @@ static const char *opt_string(const nd_json *obj, const char *key, int *bad)
     return v->str;
 }
 
-static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, tools_cache *cache,
-                             nd_example *ex, needle_error *err)
+static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, int layout,
+                             tools_cache *cache, nd_example *ex, needle_error *err)
 {
     memset(ex, 0, sizeof *ex);
     nd_json *row = NULL;
@@ -186,11 +186,12 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
     else if (!t) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"tools\" missing", where);
     else if (!a) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"answers\" (or \"function_calls\") missing", where);
     else if (bad) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" must be strings", where);
-    if (!rc) rc = compact_json_field(t, "tools", where, &tools, err);
-    if (!rc) rc = compact_json_field(a, "answers", where, &answers, err);
+    int ascii = nd_chat_json_ascii(layout);
+    if (!rc) rc = compact_json_field(t, "tools", where, ascii, &tools, err);
+    if (!rc) rc = compact_json_field(a, "answers", where, ascii, &answers, err);
     if (!rc) rc = check_answers(&tools, &answers, where, cache, err);
     if (!rc) {
-        nd_chat_example ce = {system, tools.data, q->str, reasoning, answers.data};
+        nd_chat_example ce = {layout, system, tools.data, q->str, reasoning, answers.data};
         rc = nd_chat_build_ids(tok, &ce, &ids, &mask, NULL, err);
     }
     if (!rc && ids.len > (size_t)1 << 24) rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: row too long", where);
@@ -216,7 +217,13 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
 int nd_example_from_json_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, nd_example *ex,
                               needle_error *err)
 {
-    return example_from_line(line, len, where, tok, NULL, ex, err);
+    return example_from_line(line, len, where, tok, NEEDLE_LAYOUT_2_0_8, NULL, ex, err);
+}
+
+int nd_example_from_json_line_layout(const char *line, size_t len, const char *where, nd_tokenizer *tok, int layout,
+                                     nd_example *ex, needle_error *err)
+{
+    return example_from_line(line, len, where, tok, layout, NULL, ex, err);
 }
 
 static int push_example(nd_dataset *ds, const nd_example *ex)
@@ -234,6 +241,12 @@ static int push_example(nd_dataset *ds, const nd_example *ex)
 
 int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE *report, nd_dataset *ds,
                           needle_error *err)
+{
+    return nd_dataset_load_jsonl_layout(path, tok, NEEDLE_LAYOUT_2_0_8, max_len, report, ds, err);
+}
+
+int nd_dataset_load_jsonl_layout(const char *path, nd_tokenizer *tok, int layout, int max_len, FILE *report,
+                                 nd_dataset *ds, needle_error *err)
 {
     memset(ds, 0, sizeof *ds);
     char *text = NULL;
@@ -257,7 +270,7 @@ int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE
             snprintf(where, sizeof where, "%s:%d", path, line_no);
             nd_example ex;
             needle_error e2;
-            int r = example_from_line(text + at, n, where, tok, &cache, &ex, &e2);
+            int r = example_from_line(text + at, n, where, tok, layout, &cache, &ex, &e2);
             if (r == NEEDLE_ENOMEM) { rc = nd_errorf(err, r, "%s", e2.message); break; }
             if (r) {
                 ds->malformed++;
