@@ -143,6 +143,8 @@ typedef struct needle_finetune_options {
     const char *plot_path;       /* an SVG of the loss curves; NULL for none */
     int quiet;                   /* 1: no progress lines */
     int layout;                  /* NEEDLE_LAYOUT_*: how rows are rendered; 0 (auto): as needle_model_open would */
+    const char *qat_bits;        /* LoRA numerics: NULL/"auto" (deploy: config's weight_bits, else CQ 4, + A8),
+                                    "none" (full precision), "2" or "4"; recorded in the adapter */
 } needle_finetune_options;
 
 typedef struct needle_finetune_result {

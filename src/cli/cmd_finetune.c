@@ -11,6 +11,7 @@
 #include "text/chat.h"
 #include "text/tokenizer.h"
 #include "train/data.h"
+#include "train/qat.h"
 #include "train/train_ckpt.h"
 #include "train/trainer.h"
 
@@ -21,6 +22,7 @@ static void usage(FILE *to)
             "         [--tokenizer TOK.model] [--epochs 3] [--batch-size 16] [--lr 1e-4]\n"
             "         [--lora-rank 16] [--lora-alpha 32] [--max-len 1024] [--val-split 0.1]\n"
             "         [--seed 0] [--threads N] [--log-every 10] [--full] [--layout auto|2.0.8|2.0.15]\n"
+            "         [--qat-bits auto|none|2|4]\n"
             "         [--bucket global|batch] [--bucket-window 50] [--plot loss.svg]\n"
             "         [--save-every N] [--state-file OUT.state] [--resume STATE] [--stop-after N]\n"
             "LoRA on q,k,v,gate,out of every layer (base frozen); the adapter is written as\n"
@@ -38,12 +40,17 @@ static void usage(FILE *to)
             "  --plot FILE.svg   write the training and validation loss curves (updated every epoch)\n"
             "  --layout L        the chat layout rows are rendered in (default auto = what `needle run` uses for\n"
             "                    this model: 2.0.8 for Needle 2; 2.0.15 renders as cactus-needle 2.0.15 does)\n"
-            "  --seed N          drives the LoRA initialisation, the validation split and the epoch order\n");
+            "  --seed N          drives the LoRA initialisation, the validation split and the epoch order\n"
+            "  --qat-bits M      LoRA under the export's numerics (default auto): the merged weights through CQ\n"
+            "                    with a straight-through estimator at the config's weight_bits map (auto; else 4)\n"
+            "                    or at 2/4 bits, activations through the A8 deploy path; none = full precision.\n"
+            "                    The adapter records it (qat_bits, qat_bits_map, seed) and `needle build --lora`\n"
+            "                    deploys that scheme, refusing a --bits that differs\n");
 }
 
 int cmd_finetune(int argc, char **argv)
 {
-    const char *data = NULL, *ckpt = NULL, *out = NULL, *tok_path = NULL, *v;
+    const char *data = NULL, *ckpt = NULL, *out = NULL, *tok_path = NULL, *v, *qat_mode = NULL;
     int full = 0, rank = 16, threads = 0;
     double alpha = 32;
     nd_trainer_opts o;
@@ -97,6 +104,7 @@ int cmd_finetune(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--stop-after")))
             bad = cli_int(C, "--stop-after", v, 0, 1 << 30, &o.stop_after);
         else if ((v = cli_flag_value(argc, argv, &i, "--plot"))) o.plot_path = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--qat-bits"))) qat_mode = v;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "needle finetune: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -154,6 +162,24 @@ int cmd_finetune(int argc, char **argv)
     if (nd_threadpool_create(threads, &pool, &err)) goto fail;
     m.pool = pool;
     if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, &err)) goto fail;
+    /* SPEC 12: LoRA trains under the numerics the export deploys unless --qat-bits none */
+    int qat_bits = 0, qat_map = 0;
+    if (nd_qat_parse_mode(qat_mode, &m.cfg, &qat_bits, &qat_map)) {
+        nd_errorf(&err, NEEDLE_EINVAL, "--qat-bits must be auto, none, 2 or 4 (got '%s')", qat_mode);
+        goto fail;
+    }
+    if (full && qat_mode && (!strcmp(qat_mode, "2") || !strcmp(qat_mode, "4"))) {
+        nd_errorf(&err, NEEDLE_EINVAL, "--qat-bits %s needs LoRA: --full trains in full precision", qat_mode);
+        goto fail;
+    }
+    if (!full && (qat_bits || qat_map) && nd_qat_enable(&m, qat_bits, &err)) goto fail;
+    if (m.qat && m.qat->bits)
+        fprintf(stderr, "  numerics: CQ W%d (straight-through) + A%d activations, as the export deploys\n", m.qat->bits,
+                m.qat->act_bits);
+    else if (m.qat)
+        fprintf(stderr, "  numerics: CQ mixed[%s] (straight-through) + A%d activations, as the export deploys\n",
+                m.qat->bits_map, m.qat->act_bits);
+    else fprintf(stderr, "  numerics: full precision\n");
     o.progress = stderr;
     nd_trainer_result res;
     if (nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &res, &err)) goto fail;
