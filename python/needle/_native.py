@@ -21,7 +21,8 @@ class ErrorRecord(ctypes.Structure):
 
 
 class ModelOptions(ctypes.Structure):
-    _fields_ = [("threads", ctypes.c_int), ("backend", ctypes.c_char_p), ("kv_window", ctypes.c_int)]
+    _fields_ = [("threads", ctypes.c_int), ("backend", ctypes.c_char_p), ("kv_window", ctypes.c_int),
+                ("layout", ctypes.c_int)]
 
 
 class SessionOptions(ctypes.Structure):
@@ -38,7 +39,8 @@ class FinetuneOptions(ctypes.Structure):
                 ("lr", ctypes.c_double), ("lora_alpha", ctypes.c_double), ("val_split", ctypes.c_double),
                 ("seed", ctypes.c_uint64), ("bucket_batch", ctypes.c_int), ("bucket_window", ctypes.c_int),
                 ("save_every", ctypes.c_int), ("state_path", ctypes.c_char_p), ("resume_path", ctypes.c_char_p),
-                ("stop_after", ctypes.c_int), ("plot_path", ctypes.c_char_p), ("quiet", ctypes.c_int)]
+                ("stop_after", ctypes.c_int), ("plot_path", ctypes.c_char_p), ("quiet", ctypes.c_int),
+                ("layout", ctypes.c_int), ("qat_bits", ctypes.c_char_p)]
 
 
 class FinetuneResult(ctypes.Structure):

@@ -23,7 +23,9 @@ _FINETUNE_OPTIONS = {
     "threads": ("threads", int), "log_every": ("log_every", int), "bucket_window": ("bucket_window", int),
     "save_every": ("save_every", int), "stop_after": ("stop_after", int), "quiet": ("quiet", bool),
     "state_file": ("state_path", str), "resume": ("resume_path", str), "plot": ("plot_path", str),
+    "qat_bits": ("qat_bits", str),
 }
+_LAYOUTS = {"auto": 0, "2.0.8": 1, "2.0.15": 2}
 
 
 def _path(value, what):
@@ -40,7 +42,7 @@ def _flush():
             pass
 
 
-def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", **options):
+def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", layout="auto", **options):
     """Fine-tune a .safetensors checkpoint on JSONL rows, as `needle finetune`.
 
     data: a JSONL path, or a list of row dicts {query, tools, answers, ...}.
@@ -50,17 +52,21 @@ def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", **option
     full, epochs=3, batch_size=16, lr=1e-4, lora_rank=16, lora_alpha=32,
     max_len=1024, val_split=0.1, seed=0, threads, log_every=10,
     bucket="global"|"batch", bucket_window=50, save_every, state_file, resume,
-    stop_after, plot, quiet.  Returns {"rows","steps","stopped","first_loss",
+    stop_after, plot, quiet, qat_bits="auto"|"none"|"2"|"4",
+    layout="auto"|"2.0.8"|"2.0.15".  Returns {"rows","steps","stopped","first_loss",
     "last_loss","last_val_loss","seconds","tokens_per_s","out"}.
     """
     lib = _native.lib()
     opts = _native.FinetuneOptions()
     lib.needle_finetune_options_default(ctypes.byref(opts))
+    if layout not in _LAYOUTS:
+        raise NeedleError(_EINVAL, "finetune: layout must be auto, 2.0.8 or 2.0.15 (got %r)" % (layout,))
+    opts.layout = _LAYOUTS[layout]
     keep = []  # the bytes the struct points at must live until the call returns
     for name, value in options.items():
         if name not in _FINETUNE_OPTIONS:
             raise NeedleError(_EINVAL, "finetune: unknown option %r (known: %s)"
-                              % (name, ", ".join(sorted(_FINETUNE_OPTIONS) + ["bucket", "tokenizer"])))
+                              % (name, ", ".join(sorted(_FINETUNE_OPTIONS) + ["bucket", "layout", "tokenizer"])))
         field, kind = _FINETUNE_OPTIONS[name]
         if value is None:
             continue
