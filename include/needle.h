@@ -48,11 +48,22 @@ const char *needle_strerror(int code);
 /* ---- Models: load once, share read-only between any number of sessions ---- */
 typedef struct needle_model needle_model;
 
+/* The chat layout a model was trained on (how prompts are rendered; see
+ * src/text/chat.h).  AUTO: what the model expects - the 2.0.15 layout for
+ * Needle 3 files; for Needle 2 files the 2.0.8 layout the released weights
+ * and the bundled model were trained with (README, "Chat layouts"). */
+enum {
+    NEEDLE_LAYOUT_AUTO = 0,
+    NEEDLE_LAYOUT_2_0_8 = 1,  /* tools JSON \uXXXX-escaped, system as given, <think>R</think> always */
+    NEEDLE_LAYOUT_2_0_15 = 2  /* raw UTF-8 JSON, stripped system/reasoning, think block only with reasoning */
+};
+
 typedef struct needle_model_options {
     int threads;         /* <= 0: NEEDLE_THREADS, else every core */
     const char *backend; /* NULL: NEEDLE_BACKEND, else the best one built and present */
     int kv_window;       /* 0: the file's window (the .cact header, or the config's budget window) */
     int layers;          /* Needle 3: run ladder rung N (SPEC-needle3 section 2) of an unsliced file; 0 = all */
+    int layout;          /* NEEDLE_LAYOUT_*; 0 (AUTO): what the model expects */
 } needle_model_options;
 
 /* Open a .cact deploy file or a .safetensors checkpoint (a checkpoint needs a
@@ -140,6 +151,9 @@ typedef struct needle_finetune_options {
     int eval_every;              /* validation loss every N steps as well as after each epoch; 0: automatic */
     int patience;                /* stop after N validations without a better loss; 0: never */
     int keep_last;               /* 1: return the last weights; 0: those of the best validation loss */
+    int layout;                  /* NEEDLE_LAYOUT_*: how rows are rendered; 0 (auto): as needle_model_open would */
+    const char *qat_bits;        /* LoRA numerics: NULL/"auto" (deploy: config's weight_bits, else CQ 4, + A8),
+                                    "none" (full precision), "2" or "4"; recorded in the adapter */
 } needle_finetune_options;
 
 typedef struct needle_finetune_result {

@@ -147,7 +147,7 @@ static void test_first_turn_layout(void)
     CHECK(strstr(s->tools_compact, "{\"name\":\"set_lights\",\"description\"") == s->tools_compact + 1);
     nd_ids want;
     nd_ids_init(&want);
-    CHECK(nd_chat_prompt_ids(m->tok, "date: 2025-01-01; locale: de_CH", s->tools_compact,
+    CHECK(nd_chat_prompt_ids(m->tok, NEEDLE_LAYOUT_2_0_8, "date: 2025-01-01; locale: de_CH", s->tools_compact,
                              "Wie ist das Wetter in Z\xC3\xBCrich?", &want, &err) == 0);
     CHECK(s->turn_ids.len > want.len);
     int same = s->turn_ids.len > want.len;
@@ -164,7 +164,7 @@ static void test_first_turn_layout(void)
         CHECK(nd_tokenizer_decode(m->tok, s->turn_ids.data + want.len, s->turn_ids.len - want.len, &text, &err) == 0);
         /* <think> REASONING </think>\n<tool_call> JSON </tool_call><|im_end|>, where JSON
          * may spell strings differently (escapes) but means the envelope's calls */
-        nd_chat_render_target(&expect, field_str(j, "reasoning"), "");
+        nd_chat_render_target(&expect, NEEDLE_LAYOUT_2_0_8, field_str(j, "reasoning"), "");
         const char *tail = "</tool_call><|im_end|>";
         size_t head_len = expect.len - strlen(tail);
         CHECKF(text.len > expect.len && !memcmp(text.data, expect.data, head_len), "decoded %s", text.data);
@@ -375,6 +375,47 @@ static void test_longer_than_window(void)
     needle_model_close(m);
 }
 
+/* The 2.0.15 layout (SPEC 12): raw UTF-8 tools, the stripped system, and a
+ * target that starts [U+2581] then <think> or <tool_call> - the model picks
+ * (this random-weight model picks <tool_call>, which 2.0.8 never allows). */
+static void test_layout_2_0_15(void)
+{
+    needle_model_options mo = {.threads = 1, .layout = NEEDLE_LAYOUT_2_0_15};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECKF(needle_model_open(MODEL, NULL, &mo, &m, &err) == 0, "open: %s", err.message);
+    if (!m) return;
+    CHECK(m->layout == NEEDLE_LAYOUT_2_0_15);
+    needle_session *s = open_session(m, "  date: 2025-01-01\n", TOOLS, BUDGET);
+    if (!s) { needle_model_close(m); return; }
+    char *env = NULL;
+    CHECKF(needle_session_send(s, "Wie ist das Wetter in Z\xC3\xBCrich?", &env, &err) == 0, "%s", err.message);
+    nd_json *j = env ? check_envelope(env, 1) : NULL;
+    CHECK(strstr(s->tools_compact, "Weather f\xC3\xBCr a city") != NULL);
+    nd_ids want;
+    nd_ids_init(&want);
+    CHECK(nd_chat_prompt_ids(m->tok, NEEDLE_LAYOUT_2_0_15, "date: 2025-01-01", s->tools_compact,
+                             "Wie ist das Wetter in Z\xC3\xBCrich?", &want, &err) == 0);
+    int same = s->turn_ids.len > want.len + 2;
+    for (size_t i = 0; same && i < want.len; i++) same = s->turn_ids.data[i] == want.data[i];
+    CHECK(same);
+    if (same) {
+        CHECK(s->turn_ids.data[want.len] == 8071);
+        int opening = s->turn_ids.data[want.len + 1];
+        CHECKF(opening == m->id_think_open || opening == m->id_call_open, "opening %d", opening);
+        CHECKF(opening == m->id_call_open, "this model was seen to choose <tool_call>; got %d", opening);
+        CHECK(s->turn_ids.data[s->turn_ids.len - 1] == 5 && s->turn_ids.data[s->turn_ids.len - 2] == 11);
+    }
+    nd_ids_free(&want);
+    nd_json_free(j);
+    needle_free(env);
+    needle_session_close(s);
+    needle_model_close(m);
+    /* a layout value outside NEEDLE_LAYOUT_* is refused */
+    mo.layout = 7;
+    CHECK(needle_model_open(MODEL, NULL, &mo, &m, &err) == NEEDLE_EINVAL && strstr(err.message, "layout"));
+}
+
 static void test_input_errors(void)
 {
     needle_model *m = open_model(0);
@@ -451,6 +492,7 @@ int main(void)
     RUN(test_sampler);
     RUN(test_forced_parts_match_sentencepiece);
     RUN(test_first_turn_layout);
+    RUN(test_layout_2_0_15);
     RUN(test_multi_turn_reuses_cache);
     RUN(test_reset_repeats);
     RUN(test_sampling_seeded);

@@ -18,25 +18,61 @@ static void test_render_strings(void)
 {
     nd_buf b;
     nd_buf_init(&b);
-    nd_chat_render_prompt(&b, NULL, "[]", "hi");
+    nd_chat_render_prompt(&b, NEEDLE_LAYOUT_2_0_8, NULL, "[]", "hi");
     CHECK(strcmp(b.data, "<|im_start|>user\n<tools>[]</tools>\nhi<|im_end|>\n<|im_start|>assistant\n") == 0);
     nd_buf_reset(&b);
-    nd_chat_render_prompt(&b, "", "[]", "hi"); /* an empty system is no system turn */
+    nd_chat_render_prompt(&b, NEEDLE_LAYOUT_2_0_8, "", "[]", "hi"); /* an empty system is no system turn */
     CHECK(strcmp(b.data, "<|im_start|>user\n<tools>[]</tools>\nhi<|im_end|>\n<|im_start|>assistant\n") == 0);
     nd_buf_reset(&b);
-    nd_chat_render_prompt(&b, "date: x", "[]", "hi");
+    nd_chat_render_prompt(&b, NEEDLE_LAYOUT_2_0_8, "date: x", "[]", "hi");
     CHECK(strcmp(b.data, "<|im_start|>system\ndate: x<|im_end|>\n<|im_start|>user\n<tools>[]</tools>\nhi<|im_end|>\n"
                          "<|im_start|>assistant\n") == 0);
     nd_buf_reset(&b);
-    nd_chat_render_target(&b, NULL, "[]");
+    nd_chat_render_target(&b, NEEDLE_LAYOUT_2_0_8, NULL, "[]");
     CHECK(strcmp(b.data, "<think></think>\n<tool_call>[]</tool_call><|im_end|>") == 0);
     nd_buf_reset(&b);
-    nd_chat_render_target(&b, "city", "[1]");
+    nd_chat_render_target(&b, NEEDLE_LAYOUT_2_0_8, "city", "[1]");
     CHECK(strcmp(b.data, "<think>city</think>\n<tool_call>[1]</tool_call><|im_end|>") == 0);
     nd_buf_reset(&b);
     nd_chat_render_tool_result(&b, "{\"temp\":21}");
     CHECK(strcmp(b.data, "\n<|im_start|>user\n<tool_result>{\"temp\":21}</tool_result><|im_end|>\n<|im_start|>assistant\n") == 0);
     nd_buf_free(&b);
+}
+
+/* The 2.0.15 layout (SPEC 12), written out by hand: system and reasoning are
+ * stripped (Python str.strip(): ASCII and Unicode whitespace), the system
+ * block only when something is left, the think block only with reasoning. */
+static void test_render_strings_2_0_15(void)
+{
+    const int L = NEEDLE_LAYOUT_2_0_15;
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_chat_render_prompt(&b, L, " \n\t", "[]", "hi"); /* whitespace only: no system turn */
+    CHECK(strcmp(b.data, "<|im_start|>user\n<tools>[]</tools>\nhi<|im_end|>\n<|im_start|>assistant\n") == 0);
+    nd_buf_reset(&b);
+    /* U+00A0 and U+3000 are whitespace to str.strip(); the query is not stripped */
+    nd_chat_render_prompt(&b, L, "\xc2\xa0 date: x\n\xe3\x80\x80", "[]", " hi ");
+    CHECK(strcmp(b.data, "<|im_start|>system\ndate: x<|im_end|>\n<|im_start|>user\n<tools>[]</tools>\n hi <|im_end|>\n"
+                         "<|im_start|>assistant\n") == 0);
+    nd_buf_reset(&b);
+    nd_chat_render_target(&b, L, NULL, "[]");
+    CHECK(strcmp(b.data, "<tool_call>[]</tool_call><|im_end|>") == 0);
+    nd_buf_reset(&b);
+    nd_chat_render_target(&b, L, "  \n", "[]");
+    CHECK(strcmp(b.data, "<tool_call>[]</tool_call><|im_end|>") == 0);
+    nd_buf_reset(&b);
+    nd_chat_render_target(&b, L, "\n city \n", "[1]");
+    CHECK(strcmp(b.data, "<think>\ncity\n</think>\n<tool_call>[1]</tool_call><|im_end|>") == 0);
+    nd_buf_reset(&b);
+    /* "\xc3\xa9" (U+00E9) is not whitespace: kept whole at either end */
+    nd_chat_render_target(&b, L, "\xc3\xa9t\xc3\xa9", "[]");
+    CHECK(strcmp(b.data, "<think>\n\xc3\xa9t\xc3\xa9\n</think>\n<tool_call>[]</tool_call><|im_end|>") == 0);
+    nd_buf_free(&b);
+    CHECK(nd_chat_json_ascii(NEEDLE_LAYOUT_2_0_8) == 1 && nd_chat_json_ascii(L) == 0);
+    CHECK(nd_chat_layout_parse("2.0.15") == L && nd_chat_layout_parse("auto") == 0 && nd_chat_layout_parse("2.1") < 0);
+    CHECK(nd_chat_layout_resolve(NEEDLE_LAYOUT_AUTO, 2) == NEEDLE_LAYOUT_2_0_8);
+    CHECK(nd_chat_layout_resolve(NEEDLE_LAYOUT_AUTO, 3) == L);
+    CHECK(nd_chat_layout_resolve(L, 2) == L);
 }
 
 /* SentencePiece (tok8k.model) on the rendered prompt and target of the example above. */
@@ -57,7 +93,7 @@ static void test_build_ids_and_mask(void)
         CHECKF(0, "%s", err.message);
         return;
     }
-    nd_chat_example ex = {SYSTEM, TOOLS, QUERY, "city", ANSWERS};
+    nd_chat_example ex = {NEEDLE_LAYOUT_2_0_8, SYSTEM, TOOLS, QUERY, "city", ANSWERS};
     nd_ids ids, mask;
     nd_ids_init(&ids);
     nd_ids_init(&mask);
@@ -81,7 +117,7 @@ static void test_build_ids_and_mask(void)
     /* The prompt alone, for inference, is the first 1+np ids. */
     nd_ids p;
     nd_ids_init(&p);
-    CHECK(nd_chat_prompt_ids(t, SYSTEM, TOOLS, QUERY, &p, &err) == 0);
+    CHECK(nd_chat_prompt_ids(t, NEEDLE_LAYOUT_2_0_8, SYSTEM, TOOLS, QUERY, &p, &err) == 0);
     CHECK(p.len == 1 + np && p.data[0] == 2 && memcmp(p.data + 1, PROMPT_IDS, sizeof PROMPT_IDS) == 0);
 
     /* A tool result segment appended after an assistant turn. */
@@ -90,7 +126,7 @@ static void test_build_ids_and_mask(void)
     CHECK(p.len == before + COUNT(RESULT_IDS) && memcmp(p.data + before, RESULT_IDS, sizeof RESULT_IDS) == 0);
 
     /* Invalid UTF-8 in the query is the tokenizer's error, passed through. */
-    nd_chat_example bad = {NULL, "[]", "\xff", NULL, "[]"};
+    nd_chat_example bad = {NEEDLE_LAYOUT_2_0_8, NULL, "[]", "\xff", NULL, "[]"};
     CHECK(nd_chat_build_ids(t, &bad, &ids, &mask, NULL, &err) == NEEDLE_EUTF8);
 
     nd_ids_free(&p);
@@ -102,6 +138,7 @@ static void test_build_ids_and_mask(void)
 int main(void)
 {
     RUN(test_render_strings);
+    RUN(test_render_strings_2_0_15);
     RUN(test_build_ids_and_mask);
     return check_summary();
 }

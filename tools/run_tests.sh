@@ -37,7 +37,7 @@ if sh tools/check_layers.sh --self-test && sh tools/check_layers.sh .; then pass
 if [ -d tests/python ] && [ -z "$NEEDLE_SKIP_PYTHON" ]; then
     if python3 -c 'import pytest, numpy' 2>/dev/null; then
         echo "== python oracle tests"
-        out=$(NEEDLE_BUILD="$BUILD" python3 -m pytest -q tests/python 2>&1)
+        out=$(NEEDLE_BUILD="$BUILD" python3 -m pytest -q -rs tests/python 2>&1)
         rc=$?
         printf '%s\n' "$out" | tail -n 15
         p=$(printf '%s\n' "$out" | grep -oE '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)

@@ -1,7 +1,9 @@
 /* train_grad_dump.c - print the C training code's LoRA gradients as JSON, for
  * tests/python/test_train_jax.py to compare with jax.grad.
  *
- *   train_grad_dump CKPT RANK ALPHA SEED B ID,ID,...
+ *   train_grad_dump CKPT RANK ALPHA SEED B ID,ID,... [QAT]
+ * QAT (auto|2|4|none, as `needle finetune --qat-bits`) runs the step under
+ * deploy numerics (train/qat.h), for tests/python/test_qat_oracle.py.
  * The ids form B rows of equal length T; row position t >= 2 predicts the id
  * at t+1.  LoRA A is the seeded N(0,1)/r init; B is set to 0.05*N(0,1) (seed+1)
  * so that both factors have non-zero gradients.  Output: {"loss", "rank",
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "train/qat.h"
 #include "train/train_ckpt.h"
 
 static void put_array(const float *p, size_t n)
@@ -22,8 +25,8 @@ static void put_array(const float *p, size_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: train_grad_dump CKPT RANK ALPHA SEED B ID,ID,...\n");
+    if (argc != 7 && argc != 8) {
+        fprintf(stderr, "usage: train_grad_dump CKPT RANK ALPHA SEED B ID,ID,... [auto|2|4|none]\n");
         return 2;
     }
     nd_train_model m;
@@ -45,6 +48,17 @@ int main(int argc, char **argv)
         int in, out;
         nd_train_lora_dims(&m, t, &in, &out);
         nd_rng_fill_normal(&r, m.lora + m.lora_b_off[t], (size_t)m.cfg.num_layers * rank * out, 0.0f, 0.05f);
+    }
+    if (argc == 8) {
+        int bits = 0, use_map = 0;
+        if (nd_qat_parse_mode(argv[7], &m.cfg, &bits, &use_map)) {
+            fprintf(stderr, "train_grad_dump: QAT mode must be auto, 2, 4 or none\n");
+            return 2;
+        }
+        if ((bits || use_map) && nd_qat_enable(&m, bits, &err)) {
+            fprintf(stderr, "%s\n", err.message);
+            return 1;
+        }
     }
     int cap = 4096, n = 0;
     int32_t *ids = malloc(sizeof(int32_t) * cap);

@@ -21,7 +21,8 @@ class ErrorRecord(ctypes.Structure):
 
 
 class ModelOptions(ctypes.Structure):
-    _fields_ = [("threads", ctypes.c_int), ("backend", ctypes.c_char_p), ("kv_window", ctypes.c_int)]
+    _fields_ = [("threads", ctypes.c_int), ("backend", ctypes.c_char_p), ("kv_window", ctypes.c_int),
+                ("layout", ctypes.c_int)]
 
 
 class SessionOptions(ctypes.Structure):
@@ -42,6 +43,7 @@ class FinetuneOptions(ctypes.Structure):
                 ("stop_after", ctypes.c_int), ("plot_path", ctypes.c_char_p), ("quiet", ctypes.c_int),
                 ("val_path", ctypes.c_char_p), ("eval_every", ctypes.c_int), ("patience", ctypes.c_int),
                 ("keep_last", ctypes.c_int)]
+                ("layout", ctypes.c_int), ("qat_bits", ctypes.c_char_p)]
 
 
 class FinetuneResult(ctypes.Structure):

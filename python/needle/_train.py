@@ -24,8 +24,9 @@ _FINETUNE_OPTIONS = {
     "save_every": ("save_every", int), "stop_after": ("stop_after", int), "quiet": ("quiet", bool),
     "state_file": ("state_path", str), "resume": ("resume_path", str), "plot": ("plot_path", str),
     "val": ("val_path", str), "eval_every": ("eval_every", int), "patience": ("patience", int),
-    "keep_last": ("keep_last", bool),
+    "keep_last": ("keep_last", bool), "qat_bits": ("qat_bits", str),
 }
+_LAYOUTS = {"auto": 0, "2.0.8": 1, "2.0.15": 2}
 
 
 def _path(value, what):
@@ -42,7 +43,7 @@ def _flush():
             pass
 
 
-def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", **options):
+def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", layout="auto", **options):
     """Fine-tune a .safetensors checkpoint on JSONL rows, as `needle finetune`.
 
     data: a JSONL path, or a list of row dicts {query, tools, answers, ...}.
@@ -53,18 +54,22 @@ def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", **option
     (automatic), lora_rank=16, lora_alpha=32, max_len=1024, val_split=0.1, val
     (a validation file), eval_every=0 (automatic), patience=3, keep_last=False,
     seed=0, threads, log_every=10, bucket="global"|"batch", bucket_window=50,
-    save_every, state_file, resume, stop_after, plot, quiet.  Returns
+    save_every, state_file, resume, stop_after, plot, quiet,
+    qat_bits="auto"|"none"|"2"|"4", layout="auto"|"2.0.8"|"2.0.15".  Returns
     {"rows","steps","stopped","first_loss","last_loss","last_val_loss","seconds",
     "tokens_per_s","epochs","best_step","early_stopped","best_val_loss","lr","out"}.
     """
     lib = _native.lib()
     opts = _native.FinetuneOptions()
     lib.needle_finetune_options_default(ctypes.byref(opts))
+    if layout not in _LAYOUTS:
+        raise NeedleError(_EINVAL, "finetune: layout must be auto, 2.0.8 or 2.0.15 (got %r)" % (layout,))
+    opts.layout = _LAYOUTS[layout]
     keep = []  # the bytes the struct points at must live until the call returns
     for name, value in options.items():
         if name not in _FINETUNE_OPTIONS:
             raise NeedleError(_EINVAL, "finetune: unknown option %r (known: %s)"
-                              % (name, ", ".join(sorted(_FINETUNE_OPTIONS) + ["bucket", "tokenizer"])))
+                              % (name, ", ".join(sorted(_FINETUNE_OPTIONS) + ["bucket", "layout", "tokenizer"])))
         field, kind = _FINETUNE_OPTIONS[name]
         if value is None:
             continue

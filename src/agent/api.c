@@ -11,7 +11,9 @@
 #include "agent/session.h"
 #include "core/error.h"
 #include "model/cact/cact.h"
+#include "text/chat.h"
 #include "io/spm_model.h"
+#include "model/params.h"
 #include "needle.h"
 
 /* ------------------------------------------------------------------ models */
@@ -50,6 +52,10 @@ static int finish_open(needle_model *m, const needle_model_options *opt, const c
         return nd_errorf(err, NEEDLE_EINVAL, "%s: window %d is larger than the model's max_seq_len %d", where,
                          opt->kv_window, max_seq);
     m->window = opt && opt->kv_window > 0 ? opt->kv_window : m->net->default_window;
+    if (opt && (opt->layout < NEEDLE_LAYOUT_AUTO || opt->layout > NEEDLE_LAYOUT_2_0_15))
+        return nd_errorf(err, NEEDLE_EINVAL, "%s: layout %d is not a NEEDLE_LAYOUT_* value", where, opt->layout);
+    /* auto: the layout the model's generation was trained on (2.0.15 for Needle 3) */
+    m->layout = nd_chat_layout_resolve(opt ? opt->layout : NEEDLE_LAYOUT_AUTO, nd_config_generation(&m->net->weights.cfg));
     int rc = open_tokenizer(m, tokenizer_path, where, err);
     if (!rc) rc = nd_agent_model_prepare(m, err);
     /* a tokenizer problem names the file it came from (the .model, or the model holding it) */

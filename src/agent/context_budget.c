@@ -20,7 +20,7 @@ int nd_budget_prefix_len(needle_model *m, const char *system, const char *tools_
 {
     nd_ids v;
     nd_ids_init(&v);
-    int rc = nd_chat_prompt_ids(m->tok, system, tools_block, "", &v, err);
+    int rc = nd_chat_prompt_ids(m->tok, m->layout, system, tools_block, "", &v, err);
     if (!rc) {
         /* markers split the text before encoding, so these ids are the first
          * ids of every prompt whatever the query: cut after the last </tools> */

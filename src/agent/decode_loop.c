@@ -56,13 +56,38 @@ int nd_eval_pending(needle_session *s, int *cells_ok, needle_error *err)
     return rc;
 }
 
-enum { PH_OPEN, PH_REASON, PH_MID, PH_JSON, PH_CLOSE, PH_DONE };
+/* OPEN: the forced pieces before <think> (the U+2581 piece); CHOOSE: the
+ * model picks <think> or <tool_call>; REASON: free text up to </think>; MID:
+ * the rest of "</think>\n<tool_call>"; JSON: the call list under the
+ * grammar; CLOSE: "</tool_call><|im_end|>". */
+enum { PH_OPEN, PH_CHOOSE, PH_REASON, PH_MID, PH_JSON, PH_CLOSE, PH_DONE };
 
 
-static const nd_forced *forced_of(const needle_model *m, int phase)
+/* The U+2581 piece(s) before the first marker: open_think without its <think>. */
+static nd_forced open_prefix(const needle_model *m)
+{
+    nd_forced f = m->open_think;
+    f.n--;
+    return f;
+}
+
+/* The 2.0.15 layout: <think> or <tool_call>, whichever the model prefers
+ * (under the sampler).  The 2.0.8 layout always writes the think block. */
+static int choose_opening(needle_session *s)
+{
+    const needle_model *m = s->model;
+    if (m->layout != NEEDLE_LAYOUT_2_0_15) return m->id_think_open;
+    memset(s->mask, 0, sizeof(uint32_t) * nd_mask_words(m->vocab));
+    nd_mask_set(s->mask, m->id_think_open);
+    nd_mask_set(s->mask, m->id_call_open);
+    int tok = nd_sampler_pick(&s->sampler, s->logits, s->mask);
+    return tok == m->id_call_open ? tok : m->id_think_open;
+}
+
+static const nd_forced *forced_of(const needle_model *m, const nd_forced *open, int phase)
 {
     switch (phase) {
-    case PH_OPEN: return &m->open_think;
+    case PH_OPEN: return open;
     case PH_MID: return &m->think_to_call;
     case PH_CLOSE: return &m->close_call;
     default: return NULL;
@@ -110,7 +135,8 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
     const needle_model *m = s->model;
     nd_grammar_state gs;
     nd_grammar_start(s->grammar, &gs);
-    int phase = PH_OPEN, fi = 0, reason_n = 0;
+    nd_forced open = open_prefix(m);
+    int phase = open.n > 0 ? PH_OPEN : PH_CHOOSE, fi = 0, reason_n = 0;
     /* leave room for the forced parts and at least one JSON token */
     int reason_cap = max_new - m->open_think.n - m->think_to_call.n - 1;
     if (reason_cap > s->max_reasoning_tokens) reason_cap = s->max_reasoning_tokens;
@@ -126,14 +152,16 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
                      "max_new_tokens (%d) reached before the call list was complete", max_new);
             break;
         }
-        const nd_forced *f = forced_of(m, phase);
+        const nd_forced *f = forced_of(m, &open, phase);
         int tok;
         if (f) {
             tok = f->ids[fi++];
         } else {
             int rc = nd_eval_pending(s, cells_ok, err);
             if (rc) return rc;
-            if (phase == PH_REASON) {
+            if (phase == PH_CHOOSE) {
+                tok = choose_opening(s);
+            } else if (phase == PH_REASON) {
                 tok = reason_n >= reason_cap ? m->id_think_close : nd_sampler_pick(&s->sampler, s->logits, m->reason_mask);
                 if (tok < 0) tok = m->id_think_close; /* nothing usable: end the thought */
             } else { /* PH_JSON */
@@ -185,7 +213,9 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
         }
         if (nd_ids_push(&s->pending, tok)) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
         r->generated++;
-        if (phase == PH_REASON) {
+        if (phase == PH_CHOOSE) {
+            phase = tok == m->id_call_open ? PH_JSON : PH_REASON;
+        } else if (phase == PH_REASON) {
             if (tok == m->id_think_close) {
                 phase = PH_MID;
                 fi = 1; /* think_to_call starts with the </think> just chosen */
@@ -197,7 +227,7 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
             }
         }
         if (f && fi >= f->n) {
-            phase = phase == PH_OPEN ? PH_REASON : phase == PH_MID ? PH_JSON : PH_DONE;
+            phase = phase == PH_OPEN ? PH_CHOOSE : phase == PH_MID ? PH_JSON : PH_DONE;
             fi = 0;
         }
         if (phase == PH_JSON && nd_grammar_complete(s->grammar, &gs)) {

@@ -54,7 +54,7 @@ static int derive_forced(needle_model *m, needle_error *err)
 
     nd_buf b;
     nd_buf_init(&b);
-    nd_chat_render_target(&b, "", "[]");
+    nd_chat_render_target(&b, NEEDLE_LAYOUT_2_0_8, "", "[]");
     nd_ids v;
     nd_ids_init(&v);
     int rc = b.oom ? nd_errorf(err, NEEDLE_ENOMEM, "agent: out of memory")
@@ -74,6 +74,8 @@ static int derive_forced(needle_model *m, needle_error *err)
     nd_ids_free(&v);
     m->id_think_close = think_close;
     m->id_tools_close = tools_close;
+    m->id_think_open = think_open;
+    m->id_call_open = call_open;
     return rc;
 }
 

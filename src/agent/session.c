@@ -111,7 +111,7 @@ static int load_tools(needle_session *s, const char *tools_json, needle_error *e
     }
     nd_buf b;
     nd_buf_init(&b);
-    nd_json_write(&b, tools, 1);
+    nd_json_write(&b, tools, nd_chat_json_ascii(s->model->layout));
     if (b.oom) {
         nd_buf_free(&b);
         nd_mask_cache_free(mc);
@@ -173,7 +173,9 @@ static int select_tools(needle_session *s, const char *query, needle_error *err)
         nd_buf_putc(&b, '[');
         for (int i = 0; i < n; i++) {
             if (i) nd_buf_putc(&b, ',');
-            nd_buf_puts(&b, r->texts[idx[i]]);
+            /* the retriever's texts are ASCII-escaped; the 2.0.15 layout renders raw UTF-8 */
+            if (nd_chat_json_ascii(s->model->layout)) nd_buf_puts(&b, r->texts[idx[i]]);
+            else nd_json_write(&b, &s->tools->items[idx[i]], 0);
         }
         nd_buf_putc(&b, ']');
         if (b.oom) {
@@ -350,7 +352,7 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
     if (s->heard.oom) { rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory"); goto done; }
     if (!s->started) {
         if (s->prefix_len < 0 && (rc = compute_prefix_len(s, err)) != 0) goto done;
-        if ((rc = nd_chat_prompt_ids(tok, s->system, s->tools_compact, text, &v, err)) != 0) goto done;
+        if ((rc = nd_chat_prompt_ids(tok, s->model->layout, s->system, s->tools_compact, text, &v, err)) != 0) goto done;
         /* the pinned block must really be a prefix of this prompt */
         int sinks = s->prefix_len;
         if (sinks > (int)v.len || (sinks > 0 && v.data[sinks - 1] != s->model->id_tools_close)) sinks = 0;
@@ -406,7 +408,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         if ((rc = nd_json_parse(text, strlen(text), "tool result", &j, err)) != 0) return rc;
         nd_buf b;
         nd_buf_init(&b);
-        nd_json_write(&b, j, 1);
+        nd_json_write(&b, j, nd_chat_json_ascii(s->model->layout));
         nd_json_free(j);
         if (b.oom) {
             nd_buf_free(&b);
@@ -532,14 +534,23 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         }
         nd_json_free(calls);
     }
+    /* the 2.0.15 layout writes "<think>\n R \n</think>": report R without the newlines */
+    const char *reason = r.reasoning.data ? r.reasoning.data : "";
+    size_t reason_len = r.reasoning.len;
+    while (s->model->layout == NEEDLE_LAYOUT_2_0_15 && reason_len && strchr(" \t\r\n", *reason)) {
+        reason++;
+        reason_len--;
+    }
+    while (s->model->layout == NEEDLE_LAYOUT_2_0_15 && reason_len && strchr(" \t\r\n", reason[reason_len - 1]))
+        reason_len--;
     nd_envelope env = {
         .success = !r.fail_code,
         .error = r.fail_code ? r.fail_msg : NULL,
         .error_code = r.fail_code,
         .calls = r.fail_code ? NULL : suppressed ? "[]" : (r.calls.data ? r.calls.data : ""),
         .calls_len = suppressed ? 2 : r.calls.len,
-        .reasoning = r.reasoning.data,
-        .reasoning_len = r.reasoning.len,
+        .reasoning = r.reasoning.data ? reason : NULL,
+        .reasoning_len = reason_len,
         .confidence = confidence,
         .has_router = has_router,
         .router_logits = {router_logits[0], router_logits[1], router_logits[2]},

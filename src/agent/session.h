@@ -3,10 +3,16 @@
  * constrained decoding loop).  api.c exposes these as the public
  * needle_model / needle_session handles.
  *
- * A turn's assistant text is always the training target layout (SPEC 7):
+ * A turn's assistant text is one of the training target layouts (SPEC 7, 12):
  *
  *   <think> REASONING </think>\n<tool_call> JSON_ARRAY </tool_call><|im_end|>
+ *   <tool_call> JSON_ARRAY </tool_call><|im_end|>
  *
+ * The 2.0.8 layout always writes the first form.  Under the 2.0.15 layout
+ * the model chooses <think> or <tool_call> after the leading U+2581 piece (a
+ * model tuned on it writes no think block when it has no reasoning; its
+ * "<think>\n R \n</think>" is the first form with the newlines inside
+ * REASONING, which is stripped before it is reported).
  * The fixed parts are forced as exactly the token ids that training produced
  * for them (found once per model by encoding a template target), REASONING is
  * free text (no marker or control token) of at most max_reasoning_tokens, and
@@ -55,8 +61,11 @@ struct needle_model {
 
     nd_token_trie *trie;     /* ordinary tokens' bytes, for the grammar mask */
     uint32_t *reason_mask;   /* tokens allowed inside <think> (ordinary + </think>) */
+    int layout;              /* NEEDLE_LAYOUT_2_0_8 or _2_0_15: how prompts are rendered */
     nd_forced open_think;    /* [U+2581] <think>        (start of every target) */
     nd_forced think_to_call; /* </think> \n <tool_call> */
+    int id_think_open;       /* <think>: the target may begin with it ... */
+    int id_call_open;        /* ... or with <tool_call> (2.0.15: no reasoning, no think block) */
     nd_forced close_call;    /* </tool_call> <|im_end|> */
     int id_think_close;      /* </think> */
     int id_tools_close;      /* </tools> */

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/number.h"
+#include "text/chat.h"
 
 void cli_common_init(cli_common *c, unsigned accept)
 {
@@ -68,6 +69,7 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
         {CLI_MODEL, "--model"},         {CLI_TOKENIZER, "--tokenizer"}, {CLI_TOOLS, "--tools"},
         {CLI_SYSTEM, "--system"},       {CLI_THREADS, "--threads"},     {CLI_WINDOW, "--window"},
         {CLI_KV_BITS, "--kv-bits"},     {CLI_MAX_NEW_TOKENS, "--max-new-tokens"}, {CLI_SEED, "--seed"},
+        {CLI_LAYOUT, "--layout"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         if (!(c->accept & names[k].bit)) continue;
@@ -99,6 +101,13 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
         case CLI_SEED:
             bad = cli_u64(cmd, "--seed", v, &c->seed);
             c->have_seed = !bad;
+            break;
+        case CLI_LAYOUT:
+            c->layout = nd_chat_layout_parse(v);
+            if (c->layout < 0) {
+                fprintf(stderr, "needle %s: --layout: '%s' is not allowed (allowed auto, 2.0.8, 2.0.15)\n", cmd, v);
+                bad = -1;
+            }
             break;
         }
         return bad ? -1 : 1;

@@ -38,7 +38,9 @@ static void usage(FILE *to)
             "                   engramS.{tables,key_proj,value_proj}; longest prefix wins)\n"
             "  --kv-window W    the KV window stored in the header (default: the config's, else the budget)\n"
             "  --lora ADAPTER   merge a LoRA adapter (W += alpha/r * A B on q,k,v,gate,out) into the float\n"
-            "                   checkpoint before quantising; its recorded base checksum must match\n");
+            "                   checkpoint before quantising; its recorded base checksum must match.  An adapter\n"
+            "                   trained with --qat-bits is exported at the scheme it recorded, and a --bits or\n"
+            "                   --bits-map that would deploy other numerics is refused\n");
 }
 
 static int fail_err(const needle_error *err) { return cli_fail("build", err->message); }
@@ -106,6 +108,18 @@ int cmd_build(int argc, char **argv)
     if (bits && bits_map) {
         fprintf(stderr, "needle build: give --bits or --bits-map, not both\n");
         return 2;
+    }
+    /* a QAT adapter fixes the numerics: its scheme is exported, and a --bits
+     * or --bits-map that would deploy others is refused (SPEC 12) */
+    char scheme[256] = "";
+    if (lora) {
+        needle_error e;
+        if (nd_lora_deploy_scheme(lora, bits, bits_map, scheme, sizeof scheme, &e)) return fail_err(&e);
+        if (scheme[0]) {
+            printf("  %-10s%s  from the adapter's QAT metadata\n", "scheme", scheme);
+            bits = NULL;
+            bits_map = scheme;
+        }
     }
     char spec[64] = "";
     if (bits) {

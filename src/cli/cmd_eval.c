@@ -14,7 +14,8 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
-            "                   [--max-new-tokens N] [--threads N] [--show-failures N] DATA.jsonl\n"
+            "                   [--max-new-tokens N] [--threads N] [--show-failures N]\n"
+            "                   [--layout auto|2.0.8|2.0.15] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
             "exact_call_accuracy (names and arguments equal as JSON values, call order ignored),\n"
@@ -24,14 +25,15 @@ static void usage(FILE *to)
             "models/tools.json; --tools FILE gives every row FILE; --tools-from-data requires each\n"
             "row's own tools.  --model defaults to $NEEDLE_MODEL, then models/needle-default.cact.\n"
             "Malformed rows are reported on stderr and skipped;\n"
-            "--show-failures N prints the first N wrong answers to stderr.\n");
+            "--show-failures N prints the first N wrong answers to stderr.\n"
+            "--layout: the chat layout prompts are rendered in (as `needle run --layout`).\n");
 }
 
 int cmd_eval(int argc, char **argv)
 {
     const char *data = NULL, *v;
     cli_common c;
-    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS);
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS | CLI_LAYOUT);
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
     o.report = stderr;
@@ -74,6 +76,7 @@ int cmd_eval(int argc, char **argv)
     if (!model) return 2;
     o.max_new_tokens = c.max_new_tokens;
     mo.threads = c.threads;
+    mo.layout = c.layout;
     char *tools_text = NULL;
     const char *tools_path = c.tools;
     if (!o.tools_from_data && !tools_path) {

@@ -20,6 +20,7 @@ static void usage(FILE *to)
             "         [--val FILE] [--val-split 0.1] [--eval-every auto|N] [--patience 3] [--keep-last]\n"
             "         [--test FILE] [--lora-rank 16] [--lora-alpha 32] [--max-len 1024] [--seed 0] [--threads N]\n"
             "         [--log-every 10] [--bucket global|batch] [--bucket-window 50] [--plot loss.svg]\n"
+            "         [--layout auto|2.0.8|2.0.15] [--qat-bits auto|none|2|4]\n"
             "         [--save-every N] [--state-file OUT.state] [--resume STATE] [--stop-after N]\n"
             "DATA is a JSONL file of rows {query, tools, answers|function_calls, reasoning?, system?, turns?},\n"
             "or a directory written by `needle generate-data` (DIR/train.jsonl; DIR/val.jsonl is the\n"
@@ -43,7 +44,15 @@ static void usage(FILE *to)
             "                    (default OUT.state); --resume STATE continues such a run bit for bit (its\n"
             "                    options are taken from the state)\n"
             "  --stop-after N    stop after N steps in total (with --save-every: a planned interruption)\n"
-            "  --plot FILE.svg   write the training and validation loss curves (updated every epoch)\n");
+            "  --plot FILE.svg   write the training and validation loss curves (updated every epoch)\n"
+            "  --layout L        the chat layout rows are rendered in (default auto = what `needle run` uses for\n"
+            "                    this model: 2.0.8 for Needle 2; 2.0.15 renders as cactus-needle 2.0.15 does)\n"
+            "  --seed N          drives the LoRA initialisation, the validation split and the epoch order\n"
+            "  --qat-bits M      LoRA under the export's numerics (default auto): the merged weights through CQ\n"
+            "                    with a straight-through estimator at the config's weight_bits map (auto; else 4)\n"
+            "                    or at 2/4 bits, activations through the A8 deploy path; none = full precision.\n"
+            "                    The adapter records it (qat_bits, qat_bits_map, seed) and `needle build --lora`\n"
+            "                    deploys that scheme, refusing a --bits that differs\n");
 }
 
 static int is_dir(const char *p)
@@ -65,12 +74,13 @@ static void print_rate(const char *what, int num, int den, const char *note)
 }
 
 /* Score `model` on the test rows and print the table. */
-static int score_test(const char *model, const char *tokenizer, const char *test, int threads)
+static int score_test(const char *model, const char *tokenizer, const char *test, int threads, int layout)
 {
     needle_error err = {0, ""};
     needle_model_options mo;
     memset(&mo, 0, sizeof mo);
     mo.threads = threads;
+    mo.layout = layout; /* scored in the layout it was trained in */
     needle_model *m = NULL;
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
@@ -102,7 +112,7 @@ int cmd_finetune(int argc, char **argv)
     needle_finetune_options_default(&o);
     const char *C = "finetune";
     cli_common c;
-    cli_common_init(&c, CLI_TOKENIZER | CLI_THREADS | CLI_SEED);
+    cli_common_init(&c, CLI_TOKENIZER | CLI_THREADS | CLI_SEED | CLI_LAYOUT);
     for (int i = 1; i < argc; i++) {
         int bad = 0, shared;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
@@ -142,6 +152,7 @@ int cmd_finetune(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--stop-after")))
             bad = cli_int(C, "--stop-after", v, 0, 1 << 30, &o.stop_after);
         else if ((v = cli_flag_value(argc, argv, &i, "--plot"))) o.plot_path = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--qat-bits"))) o.qat_bits = v;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "needle finetune: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -160,6 +171,7 @@ int cmd_finetune(int argc, char **argv)
         return 2;
     }
     o.threads = c.threads;
+    o.layout = c.layout;
     if (c.have_seed) o.seed = c.seed;
     /* a generate-data directory: its train, val and test files */
     char train_p[4200], val_p[4200], test_p[4200];
@@ -195,7 +207,7 @@ int cmd_finetune(int argc, char **argv)
                     res.best_val_loss);
         if (test) {
             fflush(stderr);
-            if (o.full) status = score_test(o.out_path, o.tokenizer_path, test, o.threads);
+            if (o.full) status = score_test(o.out_path, o.tokenizer_path, test, o.threads, o.layout);
             else { /* an adapter: merged into its base and built at 4 bits, as it would ship */
                 char merged[4200];
                 snprintf(merged, sizeof merged, "%s.eval.cact", o.out_path);
@@ -204,7 +216,7 @@ int cmd_finetune(int argc, char **argv)
                     fprintf(stderr, "needle finetune: building %s to score it: %s\n", merged, err.message);
                     status = 1;
                 } else {
-                    status = score_test(merged, NULL, test, o.threads);
+                    status = score_test(merged, NULL, test, o.threads, o.layout);
                     unlink(merged);
                 }
             }

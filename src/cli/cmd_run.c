@@ -31,7 +31,8 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system TEXT]\n"
             "                  [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T] [--top-p P]\n"
-            "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--strict] [--stats] [QUERY]\n"
+            "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--strict] [--stats]\n"
+            "                  [--layout auto|2.0.8|2.0.15] [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
             "--model defaults to $NEEDLE_MODEL, else models/needle-default.cact, and --tools to\n"
@@ -43,7 +44,10 @@ static void usage(FILE *to)
             "--strict withholds calls the grounding checks flag (an argument value the request does not say,\n"
             "or a request that says not to act): they move to \"suppressed_calls\" (docs/envelope.md).\n"
             "With more than five tools the contrastive head shows the model only the top five per\n"
-            "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n");
+            "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n"
+            "--layout: the chat layout the model was trained on (default auto: 2.0.8 for Needle 2 files,\n"
+            "as the released and bundled models were trained; use 2.0.15 for a model fine-tuned with\n"
+            "cactus-needle 2.0.15 or `needle finetune --layout 2.0.15`).\n");
 }
 
 /* The envelope's success field (always its second key). */
@@ -173,7 +177,7 @@ int cmd_run(int argc, char **argv)
     const char *query = NULL, *v;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_SYSTEM | CLI_THREADS | CLI_WINDOW |
-                            CLI_MAX_NEW_TOKENS | CLI_SEED);
+                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT);
     needle_session_options so;
     memset(&so, 0, sizeof so);
     needle_model_options mo;
@@ -242,6 +246,7 @@ int cmd_run(int argc, char **argv)
     so.seed = c.seed;
     mo.kv_window = c.window;
     mo.threads = c.threads;
+    mo.layout = c.layout;
 
     char *model_default = NULL, *tools_default = NULL;
     const char *model = cli_model_path(&c, "run", &model_default);

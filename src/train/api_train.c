@@ -19,8 +19,10 @@
 #include "needle.h"
 #include "quant/cq.h"
 #include "text/tokenizer.h"
+#include "text/chat.h"
 #include "train/data.h"
 #include "train/merge.h"
+#include "train/qat.h"
 #include "train/train_ckpt.h"
 #include "train/trainer.h"
 
@@ -192,7 +194,13 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
     if (ignored && log)
         fprintf(log, "  %d checkpoint tensors not used by the forward pass are not trained%s\n", ignored,
                 full ? " and not written" : "");
-    if ((rc = nd_dataset_load_jsonl(p->data_path, tok, o.max_len, log, &ds, err))) goto done;
+    if (p->layout < NEEDLE_LAYOUT_AUTO || p->layout > NEEDLE_LAYOUT_2_0_15) {
+        rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: layout %d is not a NEEDLE_LAYOUT_* value", p->layout);
+        goto done;
+    }
+    if ((rc = nd_dataset_load_jsonl_layout(p->data_path, tok, nd_chat_layout_resolve(p->layout, 2), o.max_len, log,
+                                           &ds, err)))
+        goto done;
     have_data = 1;
     if (log)
         fprintf(log, "  %s: %d rows used of %d (%d malformed, %d longer than %d tokens)\n", p->data_path, ds.n,
@@ -222,6 +230,17 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
     m.pool = pool;
     rc = full ? nd_train_enable_full(&m, err) : nd_train_lora_create(&m, rank, (float)alpha, o.seed, err);
     if (rc) goto done;
+    int qat_bits = 0, qat_map = 0;
+    if (nd_qat_parse_mode(p->qat_bits, &m.cfg, &qat_bits, &qat_map)) {
+        rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: qat_bits must be auto, none, 2 or 4 (got '%s')", p->qat_bits);
+        goto done;
+    }
+    if (full && p->qat_bits && strcmp(p->qat_bits, "none") && strcmp(p->qat_bits, "auto")) {
+        rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: qat_bits %s needs LoRA (full trains in full precision)",
+                       p->qat_bits);
+        goto done;
+    }
+    if (!full && (qat_bits || qat_map) && (rc = nd_qat_enable(&m, qat_bits, err))) goto done;
     nd_trainer_result r;
     if ((rc = nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &r, err))) goto done;
     rc = full ? nd_train_save_full(&m, p->out_path, err) : nd_train_save_lora(&m, p->out_path, err);
@@ -263,12 +282,21 @@ int needle_build(const needle_build_options *p, needle_error *err)
         return nd_errorf(err, NEEDLE_EINVAL, "build: checkpoint_path and out_path are required");
     if (p->bits && p->bits_map) return nd_errorf(err, NEEDLE_EINVAL, "build: give bits or bits_map, not both");
     if (p->kv_window < 0) return nd_errorf(err, NEEDLE_EINVAL, "build: kv_window %d must be >= 0", p->kv_window);
-    char spec[64] = "";
-    const char *bits_map = p->bits_map;
-    if (p->bits) {
-        if (nd_bits_parse_width(p->bits, (int)strlen(p->bits)) < 0)
-            return nd_errorf(err, NEEDLE_EINVAL, "build: bits must be 2, 3, 4 or 1.58 (got '%s')", p->bits);
-        snprintf(spec, sizeof spec, "default=%s", p->bits);
+    char spec[64] = "", scheme[256] = "";
+    const char *bits_map = p->bits_map, *bits = p->bits;
+    /* a QAT adapter fixes the numerics (SPEC 12), as in `needle build --lora` */
+    if (p->lora_path) {
+        int rc = nd_lora_deploy_scheme(p->lora_path, p->bits, p->bits_map, scheme, sizeof scheme, err);
+        if (rc) return rc;
+        if (scheme[0]) {
+            bits = NULL;
+            bits_map = scheme;
+        }
+    }
+    if (bits) {
+        if (nd_bits_parse_width(bits, (int)strlen(bits)) < 0)
+            return nd_errorf(err, NEEDLE_EINVAL, "build: bits must be 2, 3, 4 or 1.58 (got '%s')", bits);
+        snprintf(spec, sizeof spec, "default=%s", bits);
         bits_map = spec;
     }
     FILE *log = p->quiet ? NULL : stdout;

@@ -11,18 +11,18 @@
 #include "grammar/grammar.h"
 #include "text/chat.h"
 
-/* A field that is JSON, or a string holding JSON: write it compact + ASCII. */
-static int compact_json_field(const nd_json *v, const char *field, const char *where, nd_buf *out,
+/* A field that is JSON, or a string holding JSON: write it compact, ASCII-escaped when ascii. */
+static int compact_json_field(const nd_json *v, const char *field, const char *where, int ascii, nd_buf *out,
                               needle_error *err)
 {
     if (v->type == ND_JSON_STRING) {
         nd_json *inner = NULL;
         int rc = nd_json_parse(v->str, v->len, NULL, &inner, err);
         if (rc) return nd_errorf(err, NEEDLE_EJSON, "%s: field \"%s\" is a string but not JSON", where, field);
-        nd_json_write(out, inner, 1);
+        nd_json_write(out, inner, ascii);
         nd_json_free(inner);
     } else {
-        nd_json_write(out, v, 1);
+        nd_json_write(out, v, ascii);
     }
     return out->oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where) : 0;
 }
@@ -176,7 +176,7 @@ static int mask_fill(nd_ids *mask, size_t upto, int value, const char *where, ne
  * (a session never feeds it), each tool result or user text is a segment outside the loss, each
  * answer is a target inside it, and the row ends with EOS.  The target ids are those
  * nd_chat_build_ids gives a target (encoded on its own, so they do not depend on the prompt). */
-static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *tok, const nd_buf *tools,
+static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *tok, int layout, const nd_buf *tools,
                         tools_cache *cache, nd_ids *ids, nd_ids *mask, needle_error *err)
 {
     if (turns->type != ND_JSON_ARRAY) return nd_errorf(err, NEEDLE_EFORMAT, "%s: \"turns\" is not an array", where);
@@ -208,7 +208,7 @@ static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *t
         nd_buf_init(&seg);
         nd_buf_init(&answers);
         if (res) { /* the result re-serialised compactly, as the session does */
-            nd_json_write(&seg, res, 1);
+            nd_json_write(&seg, res, nd_chat_json_ascii(layout));
             rc = seg.oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", tw)
                          : nd_chat_append_tool_result(tok, seg.data, ids, err);
         } else { /* a further user turn, encoded exactly as the session encodes it */
@@ -219,11 +219,11 @@ static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *t
                          : nd_tokenizer_encode(tok, seg.data, seg.len, ids, err);
         }
         if (!rc) rc = mask_fill(mask, ids->len, 0, tw, err);
-        if (!rc) rc = compact_json_field(a, "answers", tw, &answers, err);
+        if (!rc) rc = compact_json_field(a, "answers", tw, nd_chat_json_ascii(layout), &answers, err);
         if (!rc) rc = check_answers(tools, &answers, tw, cache, err);
         size_t start = 0;
         if (!rc) {
-            nd_chat_example ce = {"", "[]", "", reasoning, answers.data};
+            nd_chat_example ce = {layout, "", "[]", "", reasoning, answers.data};
             rc = nd_chat_build_ids(tok, &ce, &tids, &tmask, &start, err);
         }
         for (size_t k = start; !rc && k + 1 < tids.len; k++) /* the target, without its EOS */
@@ -239,8 +239,8 @@ static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *t
     return rc;
 }
 
-static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, tools_cache *cache,
-                             nd_example *ex, needle_error *err)
+static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, int layout,
+                             tools_cache *cache, nd_example *ex, needle_error *err)
 {
     memset(ex, 0, sizeof *ex);
     nd_json *row = NULL;
@@ -267,15 +267,16 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
     else if (!a) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"answers\" (or \"function_calls\") missing", where);
     else if (bad == 2) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" contains a NUL character (\\u0000)", where);
     else if (bad) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: \"reasoning\"/\"system\" must be strings", where);
-    if (!rc) rc = compact_json_field(t, "tools", where, &tools, err);
-    if (!rc) rc = compact_json_field(a, "answers", where, &answers, err);
+    int ascii = nd_chat_json_ascii(layout);
+    if (!rc) rc = compact_json_field(t, "tools", where, ascii, &tools, err);
+    if (!rc) rc = compact_json_field(a, "answers", where, ascii, &answers, err);
     if (!rc) rc = check_answers(&tools, &answers, where, cache, err);
     if (!rc) {
-        nd_chat_example ce = {system, tools.data, q->str, reasoning, answers.data};
+        nd_chat_example ce = {layout, system, tools.data, q->str, reasoning, answers.data};
         rc = nd_chat_build_ids(tok, &ce, &ids, &mask, NULL, err);
     }
     const nd_json *turns = row->type == ND_JSON_OBJECT ? nd_json_get(row, "turns") : NULL;
-    if (!rc && turns && turns->type != ND_JSON_NULL) rc = append_turns(turns, where, tok, &tools, cache, &ids, &mask, err);
+    if (!rc && turns && turns->type != ND_JSON_NULL) rc = append_turns(turns, where, tok, layout, &tools, cache, &ids, &mask, err);
     if (!rc && ids.len > (size_t)1 << 24) rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: row too long", where);
     if (!rc) {
         ex->len = (int)ids.len;
@@ -299,7 +300,13 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
 int nd_example_from_json_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, nd_example *ex,
                               needle_error *err)
 {
-    return example_from_line(line, len, where, tok, NULL, ex, err);
+    return example_from_line(line, len, where, tok, NEEDLE_LAYOUT_2_0_8, NULL, ex, err);
+}
+
+int nd_example_from_json_line_layout(const char *line, size_t len, const char *where, nd_tokenizer *tok, int layout,
+                                     nd_example *ex, needle_error *err)
+{
+    return example_from_line(line, len, where, tok, layout, NULL, ex, err);
 }
 
 static int push_example(nd_dataset *ds, const nd_example *ex)
@@ -317,6 +324,12 @@ static int push_example(nd_dataset *ds, const nd_example *ex)
 
 int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE *report, nd_dataset *ds,
                           needle_error *err)
+{
+    return nd_dataset_load_jsonl_layout(path, tok, NEEDLE_LAYOUT_2_0_8, max_len, report, ds, err);
+}
+
+int nd_dataset_load_jsonl_layout(const char *path, nd_tokenizer *tok, int layout, int max_len, FILE *report,
+                                 nd_dataset *ds, needle_error *err)
 {
     memset(ds, 0, sizeof *ds);
     char *text = NULL;
@@ -340,7 +353,7 @@ int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE
             snprintf(where, sizeof where, "%s:%d", path, line_no);
             nd_example ex;
             needle_error e2;
-            int r = example_from_line(text + at, n, where, tok, &cache, &ex, &e2);
+            int r = example_from_line(text + at, n, where, tok, layout, &cache, &ex, &e2);
             if (r == NEEDLE_ENOMEM) { rc = nd_errorf(err, r, "%s", e2.message); break; }
             if (r) {
                 ds->malformed++;

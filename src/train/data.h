@@ -3,7 +3,9 @@
  * Each line is an object {query, tools, answers | function_calls, reasoning?,
  * system?}.  tools and answers may be JSON values or strings holding JSON (as
  * in the published datasets); either way they are re-serialised compactly
- * with non-ASCII escaped and key order kept, then rendered by text/chat.h. */
+ * with key order kept (non-ASCII escaped in the 2.0.8 layout, raw UTF-8 in
+ * 2.0.15), then rendered by text/chat.h in the chosen layout
+ * (NEEDLE_LAYOUT_2_0_8 or _2_0_15; the functions without a layout use 2.0.8). */
 #ifndef ND_DATA_H
 #define ND_DATA_H
 
@@ -32,9 +34,13 @@ typedef struct nd_dataset {
  * memory errors, or when no row is usable. */
 int nd_dataset_load_jsonl(const char *path, nd_tokenizer *tok, int max_len, FILE *report, nd_dataset *ds,
                           needle_error *err);
+int nd_dataset_load_jsonl_layout(const char *path, nd_tokenizer *tok, int layout, int max_len, FILE *report,
+                                 nd_dataset *ds, needle_error *err);
 /* Turn one JSON line into an example (exposed for tests and fuzzing). */
 int nd_example_from_json_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, nd_example *ex,
                               needle_error *err);
+int nd_example_from_json_line_layout(const char *line, size_t len, const char *where, nd_tokenizer *tok, int layout,
+                                     nd_example *ex, needle_error *err);
 void nd_dataset_free(nd_dataset *ds);
 
 /* The padded sequence length: smallest power of two >= 128 holding the

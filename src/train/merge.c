@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/bits_map.h"
 #include "model/params.h"
 #include "train/train_ckpt.h"
 #include "train/train_model.h"
@@ -124,6 +125,55 @@ int nd_lora_merge(nd_weights *w, const char *adapter_path, const char *base_path
         }
     free(bt);
     for (int t = 0; t < ND_LORA_TARGETS; t++) { free(A[t]); free(B[t]); }
+    nd_st_close(&st);
+    return rc;
+}
+
+/* ---- the deploy scheme an adapter was trained for (SPEC 12) ---------------- */
+int nd_lora_deploy_scheme(const char *adapter_path, const char *bits, const char *bits_map, char *out, size_t n,
+                          needle_error *err)
+{
+    out[0] = '\0';
+    nd_safetensors st;
+    int rc = nd_st_open(adapter_path, &st, err);
+    if (rc) return rc;
+    const char *qb = nd_st_meta(&st, "qat_bits"), *qm = nd_st_meta(&st, "qat_bits_map");
+    int has_bits = qb && *qb && strcmp(qb, "null"), has_map = qm && *qm && strcmp(qm, "null");
+    int width = has_bits ? nd_bits_parse_width(qb, (int)strlen(qb)) : 0;
+    char mine[64];
+    if (has_bits && width < 0) {
+        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata \"qat_bits\" is '%.20s', not 2, 3, 4 or 1.58", adapter_path, qb);
+    } else if (has_map) {
+        nd_bits_map check;
+        if (nd_bits_map_parse(qm, &check, err)) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err->message);
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata \"qat_bits_map\": %s", adapter_path, why);
+        } else if (bits) {
+            rc = nd_errorf(err, NEEDLE_EINVAL,
+                           "%s was trained for the checkpoint's mixed CQ bits map %.200s, but --bits %s would deploy "
+                           "different numerics", adapter_path, qm, bits);
+        } else if (bits_map && strcmp(bits_map, qm)) {
+            rc = nd_errorf(err, NEEDLE_EINVAL,
+                           "%s was trained for the CQ bits map %.200s, but --bits-map %.200s would deploy different "
+                           "numerics", adapter_path, qm, bits_map);
+        } else if (strlen(qm) >= n) {
+            rc = nd_errorf(err, NEEDLE_ELIMIT, "%s: metadata \"qat_bits_map\" is too long", adapter_path);
+        } else {
+            snprintf(out, n, "%s", qm);
+        }
+    } else if (has_bits) {
+        snprintf(mine, sizeof mine, "default=%s", qb);
+        if (bits && nd_bits_parse_width(bits, (int)strlen(bits)) != width)
+            rc = nd_errorf(err, NEEDLE_EINVAL,
+                           "%s was trained for CQ W%s, but --bits %s would deploy different numerics; rebuild at the "
+                           "adapter's width (leave --bits out)", adapter_path, qb, bits);
+        else if (bits_map && strcmp(bits_map, mine))
+            rc = nd_errorf(err, NEEDLE_EINVAL,
+                           "%s was trained for CQ W%s, but --bits-map %.200s would deploy different numerics",
+                           adapter_path, qb, bits_map);
+        else snprintf(out, n, "%s", mine);
+    }
     nd_st_close(&st);
     return rc;
 }

@@ -17,4 +17,13 @@
  * On failure w is unchanged. */
 int nd_lora_merge(nd_weights *w, const char *adapter_path, const char *base_path, needle_error *err);
 
+/* The CQ scheme a QAT adapter was trained for (SPEC 12; metadata qat_bits /
+ * qat_bits_map): out receives the bits map to export with ("default=4", or
+ * the recorded map), or "" for an adapter trained in full precision (or
+ * written before QAT), which leaves the choice to the caller.  bits / bits_map
+ * are what the user asked for (NULL when not given): a request that would
+ * deploy other numerics than the adapter was trained for is NEEDLE_EINVAL. */
+int nd_lora_deploy_scheme(const char *adapter_path, const char *bits, const char *bits_map, char *out, size_t n,
+                          needle_error *err);
+
 #endif

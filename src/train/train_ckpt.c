@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_kind.h"
 #include "io/safetensors.h"
+#include "train/qat.h"
 
 int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, needle_error *err)
 {
@@ -113,9 +114,14 @@ int nd_train_save_lora(const nd_train_model *m, const char *path, needle_error *
                 size_t at = strlen(targets);
                 snprintf(targets + at, sizeof targets - at, "%s%s", t > 1 ? "," : "", nd_params[i].field_name);
             }
-    const char *keys[6] = {"format", "rank", "alpha", "targets", "config", "base_checksum"};
-    const char *vals[6] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum};
-    int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, 6, err);
+    /* the numerics it was trained under (SPEC 12): build --lora deploys exactly these */
+    char qat_bits[16], qat_map[256], seed[32];
+    nd_qat_metadata(m, qat_bits, sizeof qat_bits, qat_map, sizeof qat_map);
+    snprintf(seed, sizeof seed, "%" PRIu64, m->lora_seed);
+    const char *keys[9] = {"format", "rank", "alpha", "targets", "config", "base_checksum",
+                           "qat_bits", "qat_bits_map", "seed"};
+    const char *vals[9] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum, qat_bits, qat_map, seed};
+    int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, 9, err);
     free(cfg);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "train/qat.h"
 #include "train/train_ops.h"
 #include "train/train_par.h"
 
@@ -186,6 +187,7 @@ void nd_train_model_free(nd_train_model *m)
     free(m->grads);
     free(m->lora);
     free(m->lora_grads);
+    nd_qat_free(m);
     memset(m, 0, sizeof *m);
 }
 
@@ -245,6 +247,7 @@ int nd_train_lora_create(nd_train_model *m, int rank, float alpha, uint64_t seed
     m->n_lora = total;
     m->lora_rank = rank;
     m->lora_scale = alpha / (float)rank;
+    m->lora_seed = seed;
     /* A ~ N(0,1)/r, B = 0 (SPEC 9): the adapter starts as the identity */
     nd_rng r;
     nd_rng_seed_stream(&r, seed, 0x10AA);
@@ -278,18 +281,26 @@ static int site_of_layer(const nd_config *c, int l)
     return -1;
 }
 
-/* y = x W_l (+ scale * (x A_l) B_l); xa keeps scale * x A_l for the backward. */
+/* The weight the forward multiplies by: the base kernel, or under QAT the
+ * merged and CQ-quantised one (which already holds scale * A B). */
+static const float *proj_weight(const nd_train_model *m, int t, int l, size_t per)
+{
+    return m->qat ? m->qat->w + m->qat->off[t] + (size_t)l * per : PL(LORA_ROLE(t), l, per);
+}
+
+/* y = x W_l (+ scale * (x A_l) B_l); xa keeps scale * x A_l for the backward.
+ * Under QAT y = x Q(W_l + scale A_l B_l) and xa is only kept. */
 static void proj_fwd(nd_train_model *m, int t, int l, float *y, const float *x, float *xa, int N)
 {
     int in, out, r = m->lora_rank;
     nd_train_lora_dims(m, t, &in, &out);
-    nd_op_matmul_fwd(m->pool, y, x, PL(LORA_ROLE(t), l, (size_t)in * out), N, in, out, 0);
+    nd_op_matmul_fwd(m->pool, y, x, proj_weight(m, t, l, (size_t)in * out), N, in, out, 0);
     if (m->lora) {
         const float *A = m->lora + m->lora_a_off[t] + (size_t)l * in * r;
         const float *B = m->lora + m->lora_b_off[t] + (size_t)l * r * out;
         nd_op_matmul_fwd(m->pool, xa, x, A, N, in, r, 0);
         for (size_t i = 0; i < (size_t)N * r; i++) xa[i] *= m->lora_scale;
-        nd_op_matmul_fwd(m->pool, y, xa, B, N, r, out, 1);
+        if (!m->qat) nd_op_matmul_fwd(m->pool, y, xa, B, N, r, out, 1);
     }
 }
 
@@ -299,7 +310,7 @@ static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy
     int in, out, r = m->lora_rank;
     nd_train_lora_dims(m, t, &in, &out);
     size_t per = (size_t)in * out;
-    nd_op_matmul_bwd(m->pool, dx, GL(LORA_ROLE(t), l, per), dy, x, PL(LORA_ROLE(t), l, per), N, in, out);
+    nd_op_matmul_bwd(m->pool, dx, GL(LORA_ROLE(t), l, per), dy, x, proj_weight(m, t, l, per), N, in, out);
     if (m->lora) {
         const float *A = m->lora + m->lora_a_off[t] + (size_t)l * in * r;
         const float *B = m->lora + m->lora_b_off[t] + (size_t)l * r * out;
@@ -309,7 +320,8 @@ static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy
         memset(dxa, 0, sizeof(float) * (size_t)N * r);
         nd_op_matmul_bwd(m->pool, dxa, dB, dy, xa, B, N, r, out);
         for (size_t i = 0; i < (size_t)N * r; i++) dxa[i] *= m->lora_scale;
-        nd_op_matmul_bwd(m->pool, dx, dA, dxa, x, A, N, in, r);
+        /* straight-through: under QAT dx already came through the merged weight */
+        nd_op_matmul_bwd(m->pool, m->qat ? NULL : dx, dA, dxa, x, A, N, in, r);
     }
 }
 
@@ -321,6 +333,7 @@ static void block_fwd(nd_train_model *m, int l, int N)
     int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
     int Nh = c->hada_n;
     nd_par_zcrms_fwd(m->pool, a->h1, a->h1_r, a->b, PL(ND_P_NORM_IN, l, d), N, d, 1);
+    if (m->qat) nd_qat_act_rows(a->h1, N, d, m->qat->act_bits); /* A8 attn.in (feeds q, k, v and gate) */
     proj_fwd(m, 0, l, a->q, a->h1, a->xa[0], N);
     proj_fwd(m, 1, l, a->k, a->h1, a->xa[1], N);
     proj_fwd(m, 2, l, a->v, a->h1, a->xa[2], N);
@@ -331,6 +344,7 @@ static void block_fwd(nd_train_model *m, int l, int N)
     nd_op_rope_fwd(a->kr, a->kn, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
     nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd);
     nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, A);
+    if (m->qat) nd_qat_act_rows(a->og, N, A, m->qat->act_bits); /* A8 attn.out */
     proj_fwd(m, 4, l, a->att, a->og, a->xa[4], N);
     nd_par_zcrms_fwd(m->pool, a->a2, a->a2_r, a->att, PL(ND_P_POST_NORM, l, d), N, d, 1);
     float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
@@ -415,6 +429,7 @@ static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
         int TS = c->num_tables * c->engram_sub;
         nd_op_engram_gather_fwd(a->e, nd_train_site_param(m, ND_P_TABLES, s), a->eidx, a->eok, N, c->num_tables,
                                 c->engram_slots, c->engram_sub);
+        if (m->qat) nd_qat_act_rows(a->e, N, TS, m->qat->act_bits); /* A8 engram.e */
         nd_op_matmul_fwd(m->pool, a->ek, a->e, nd_train_site_param(m, ND_P_KEY_PROJ, s), N, TS, d, 0);
         nd_op_matmul_fwd(m->pool, a->ev, a->e, nd_train_site_param(m, ND_P_VALUE_PROJ, s), N, TS, d, 0);
         nd_op_taps_fwd(a->evc, a->ev, nd_train_site_param(m, ND_P_TAPS, s), a->B, a->T, d, c->conv_dilation);
@@ -452,12 +467,14 @@ static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
             a->mean[(size_t)r * d + j] = s / (float)n;
         }
     nd_par_zcrms_fwd(m->pool, a->f, a->f_r, a->mean, nd_train_param(m, ND_P_FINAL_NORM), N, d, 1);
+    if (m->qat) nd_qat_act_rows(a->f, N, d, m->qat->act_bits); /* A8 logits.in */
 }
 
 int nd_train_forward(nd_train_model *m, const int32_t *ids, int B, int T, needle_error *err)
 {
     int rc = nd_train_plan(m, B, T, err);
     if (rc) return rc;
+    nd_qat_refresh(m); /* the merged targets follow the current A, B */
     forward_all(m, ids, B, T);
     return 0;
 }
@@ -682,6 +699,7 @@ double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *
     int count = 0;
     for (int i = 0; i < N; i++) count += targets[i] >= 0 && targets[i] < V;
     if (n_targets) *n_targets = count;
+    nd_qat_refresh(m);
     forward_all(m, ids, B, T);
     if (!count) return 0.0;
     float *dE = m->grads ? m->grads + m->tensors[m->role_index[ND_P_EMBEDDING][0]].offset : NULL;

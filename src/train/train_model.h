@@ -59,6 +59,9 @@ typedef struct nd_train_model {
     size_t n_lora;
     size_t lora_a_off[ND_LORA_TARGETS], lora_b_off[ND_LORA_TARGETS];
 
+    uint64_t lora_seed;  /* the seed the adapter was initialised with (adapter metadata) */
+    struct nd_qat *qat;  /* LoRA under deploy numerics (train/qat.h); NULL: full precision */
+
     nd_threadpool *pool; /* borrowed; NULL = serial */
     nd_train_act *act;
 } nd_train_model;

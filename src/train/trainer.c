@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "train/adamw.h"
 #include "train/plot_svg.h"
+#include "train/qat.h"
 #include "train/schedule.h"
 #include "train/train_ckpt.h"
 
@@ -32,13 +33,16 @@ void nd_trainer_opts_default(nd_trainer_opts *o)
 void nd_trainer_describe(const nd_trainer_opts *o, const nd_train_model *m, char *out, size_t size)
 {
     /* %.17g round-trips a double exactly, so equal text means equal options */
+    char qat[16] = "none"; /* the training numerics (train/qat.h): a resumed run must keep them */
+    if (m->qat && m->qat->bits) snprintf(qat, sizeof qat, "W%d", m->qat->bits);
+    else if (m->qat) snprintf(qat, sizeof qat, "map");
     snprintf(out, size,
              "mode=%s;rank=%d;alpha=%.17g;epochs=%d;batch=%d;max_len=%d;lr=%.17g;val_split=%.17g;seed=%" PRIu64
-             ";bucket=%s;bucket_window=%d",
+             ";bucket=%s;bucket_window=%d;qat=%s",
              m->lora ? "lora" : "full", m->lora ? m->lora_rank : 0,
              m->lora ? (double)(m->lora_scale * (float)m->lora_rank) : 0.0, o->epochs, o->batch_size, o->max_len,
              o->lr, o->val_split, o->seed, o->bucket == ND_BUCKET_BATCH ? "batch" : "global",
-             o->bucket == ND_BUCKET_BATCH ? o->bucket_window : 0);
+             o->bucket == ND_BUCKET_BATCH ? o->bucket_window : 0, qat);
 }
 
 int nd_trainer_parse_description(const char *s, nd_trainer_opts *o, int *full, int *rank, double *alpha,
