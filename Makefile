@@ -127,7 +127,8 @@ install: $(BUILD)/needle $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 	  > $(DESTDIR)$(LIBDIR)/pkgconfig/needle.pc
 
 # AArch64 (NEON): cross-compiled (Debian gcc-aarch64-linux-gnu), statically linked, and the C test
-# suite run under qemu-aarch64 (Debian qemu-user).  ARM64_QUICK=1 skips the slowest training tests.
+# suite run under qemu-aarch64 (Debian qemu-user).  ARM64_QUICK=1 skips the slowest tests
+# (training, retrieval: tools/test_cross.sh).
 ARM64_CC   ?= aarch64-linux-gnu-gcc
 ARM64_QEMU ?= qemu-aarch64
 .PHONY: test-arm64 test-bins

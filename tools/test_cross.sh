@@ -2,11 +2,11 @@
 # test_cross.sh BUILD RUNNER... - the C test binaries of a cross build (make test-arm64), each
 # run through RUNNER (e.g. qemu-aarch64) from the repository root, NEEDLE_TEST_JOBS (default: the
 # number of CPUs) at a time; prints each test's result and time and ends with "N passed, N failed".
-# ARM64_QUICK=1 leaves out the long training tests (QUICK_SKIP; make test runs them natively) and
-# says which.
+# ARM64_QUICK=1 leaves out the long training and retrieval tests (QUICK_SKIP; make test runs them
+# natively) and says which.
 BUILD=$1
 shift
-QUICK_SKIP="test_train_resume test_train test_api_train test_heads_train test_train_grad"
+QUICK_SKIP="test_train_resume test_train test_api_train test_heads_train test_train_grad test_retrieval test_tool_index"
 jobs=${NEEDLE_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 logs=$(mktemp -d /tmp/needle-cross.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
