@@ -85,7 +85,7 @@ static void test_turns_rows(void)
     /* the same conversation built from the layout's pieces */
     nd_ids ids, mask, t2, m2, t3, m3;
     nd_ids_init(&ids); nd_ids_init(&mask); nd_ids_init(&t2); nd_ids_init(&m2); nd_ids_init(&t3); nd_ids_init(&m3);
-    nd_chat_example e1 = {"", TOOLS, "kitchen off", "",
+    nd_chat_example e1 = {0, "", TOOLS, "kitchen off", "",
                           "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"on\":false}}]"};
     CHECK(nd_chat_build_ids(tok, &e1, &ids, &mask, NULL, &err) == 0);
     ids.len--; /* no EOS inside a conversation */
@@ -94,10 +94,10 @@ static void test_turns_rows(void)
     CHECK(nd_chat_append_tool_result(tok, "{\"status\":\"ok\"}", &ids, &err) == 0);
     size_t seg1_end = ids.len;
     size_t p2 = 0, p3 = 0;
-    nd_chat_example e2 = {"", "[]", "", "Done.", "[]"};
+    nd_chat_example e2 = {0, "", "[]", "", "Done.", "[]"};
     CHECK(nd_chat_build_ids(tok, &e2, &t2, &m2, &p2, &err) == 0);
     const char *user = "\n<|im_start|>user\nand the hall<|im_end|>\n<|im_start|>assistant\n";
-    nd_chat_example e3 = {"", "[]", "", "", "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"hall\",\"on\":false}}]"};
+    nd_chat_example e3 = {0, "", "[]", "", "", "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"hall\",\"on\":false}}]"};
     CHECK(nd_chat_build_ids(tok, &e3, &t3, &m3, &p3, &err) == 0);
     size_t n_target2 = t2.len - p2 - 1, n_target3 = t3.len - p3 - 1;
     nd_ids useg;
