@@ -13,6 +13,7 @@ void nd_cpu_features_detect(nd_cpu_features *f)
     f->fma = __builtin_cpu_supports("fma") != 0;
     f->avx512f = __builtin_cpu_supports("avx512f") != 0;
     f->avx512bw = __builtin_cpu_supports("avx512bw") != 0;
+    f->avx512vnni = __builtin_cpu_supports("avx512vnni") != 0;
     /* f16c has no __builtin_cpu_supports name in older compilers: AVX2 parts all have it. */
     f->f16c = f->avx2;
 #elif defined(__aarch64__)
@@ -34,6 +35,9 @@ void nd_cpu_features_compiled(nd_cpu_features *f)
 #endif
 #ifdef __AVX512BW__
     f->avx512bw = 1;
+#endif
+#ifdef __AVX512VNNI__
+    f->avx512vnni = 1;
 #endif
 #ifdef __F16C__
     f->f16c = 1;

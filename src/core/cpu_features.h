@@ -8,6 +8,7 @@
 
 typedef struct nd_cpu_features {
     int avx2, fma, avx512f, avx512bw, f16c, neon;
+    int avx512vnni; /* VPDPWSSD / VPDPBUSD on 512-bit registers (the integer CQ kernels) */
 } nd_cpu_features;
 
 /* Runtime detection (cpuid on x86; NEON is architectural on aarch64). */
