@@ -52,7 +52,12 @@ typedef struct needle_model_options {
     int threads;         /* <= 0: NEEDLE_THREADS, else every core */
     const char *backend; /* NULL: NEEDLE_BACKEND, else the best one built and present */
     int kv_window;       /* 0: the file's window (the .cact header, or the config's budget window) */
+    int acts;            /* activations: NEEDLE_ACTS_A8 (0, the default: the reference's deploy
+                            numerics, int8 activations at its quantisation points, integer kernels)
+                            or NEEDLE_ACTS_FLOAT (float32 activations, the float goldens' path) */
 } needle_model_options;
+
+enum { NEEDLE_ACTS_A8 = 0, NEEDLE_ACTS_FLOAT = 1 };
 
 /* Open a .cact deploy file or a .safetensors checkpoint (a checkpoint needs a
  * tokenizer: `tokenizer_path` names a SentencePiece .model; NULL for .cact). */

@@ -34,6 +34,7 @@ const char *const nd_op_names[ND_OP_COUNT] = {
     [ND_OP_SIGMOID_GATE] = "sigmoid_gate", [ND_OP_HADA_MLP] = "hada_mlp", [ND_OP_MHC_PRE] = "mhc_pre",
     [ND_OP_MHC_MIX] = "mhc_mix", [ND_OP_ENGRAM_TAPS] = "engram_taps", [ND_OP_ENGRAM_GATE] = "engram_gate",
     [ND_OP_LANE_MEAN] = "lane_mean", [ND_OP_HEAD_POOL] = "head_pool", [ND_OP_BUFFERS] = "buffers",
+    [ND_OP_MATMUL_A8] = "matmul_a8",
 };
 
 int nd_backend_count(void) { return N_ENTRIES; }
@@ -134,6 +135,9 @@ int nd_backend_create(const nd_backend_entry *e, nd_threadpool *pool, nd_backend
     TAKE(ND_OP_MATMUL, matmul);
     if (own->supports_op(be, ND_OP_MATMUL) && own->matmul_work_floats) be->ops.matmul_work_floats = own->matmul_work_floats;
     TAKE(ND_OP_MATMUL_MULTI, matmul_multi);
+    TAKE(ND_OP_MATMUL_A8, matmul_a8);
+    if (own->supports_op(be, ND_OP_MATMUL_A8) && own->matmul_a8_work_floats)
+        be->ops.matmul_a8_work_floats = own->matmul_a8_work_floats;
     TAKE(ND_OP_GATHER_ROWS, gather_rows);
     TAKE(ND_OP_RMSNORM, rmsnorm);
     TAKE(ND_OP_ROPE, rope);

@@ -18,6 +18,7 @@ enum {
     CLI_KV_BITS = 1 << 6,        /* --kv-bits 32|8 */
     CLI_MAX_NEW_TOKENS = 1 << 7, /* --max-new-tokens N */
     CLI_SEED = 1 << 8,           /* --seed N */
+    CLI_ACTS = 1 << 9,           /* --acts a8|float */
 };
 
 typedef struct cli_common {
@@ -32,6 +33,7 @@ typedef struct cli_common {
     int max_new_tokens;    /* 0: the default */
     uint64_t seed;
     int have_seed;
+    int acts;              /* NEEDLE_ACTS_A8 (default) or NEEDLE_ACTS_FLOAT */
 } cli_common;
 
 /* Limits the shared numeric options are checked against. */

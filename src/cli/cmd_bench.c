@@ -38,7 +38,7 @@ static double peak_rss_mb(void)
 static int usage(void)
 {
     fprintf(stderr, "usage: needle bench [--model FILE] [--prompt-tokens N (512)] [--gen-tokens M (128)] [--threads T]\n"
-                    "                    [--window W] [--kv-bits 32|8] [--float]\n");
+                    "                    [--window W] [--kv-bits 32|8] [--acts a8|float] [--float]\n");
     return 2;
 }
 
@@ -47,7 +47,7 @@ int cmd_bench(int argc, char **argv)
     const char *v;
     int n_prompt = 512, n_gen = 128, dequant = 0;
     cli_common c;
-    cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS);
+    cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS | CLI_ACTS);
     for (int i = 1; i < argc; i++) {
         int bad = 0, shared;
         if ((shared = cli_common_parse(&c, "bench", argc, argv, &i)) != 0) bad = shared < 0;
@@ -75,7 +75,7 @@ int cmd_bench(int argc, char **argv)
     int *ids = NULL, status = 1;
     double rss_before = peak_rss_mb();
     double t0 = now_ms();
-    nd_model_options mo = {.threads = threads, .dequantize = dequant};
+    nd_model_options mo = {.threads = threads, .dequantize = dequant, .acts = c.acts};
     if (nd_model_open(model, &mo, &m, &err)) goto done;
     double load_ms = now_ms() - t0;
     nd_state_options so = {.window = window, .kv_bits = kv_bits};

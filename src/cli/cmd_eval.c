@@ -14,7 +14,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
-            "                   [--max-new-tokens N] [--threads N] [--show-failures N] DATA.jsonl\n"
+            "                   [--max-new-tokens N] [--threads N] [--acts a8|float] [--show-failures N] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
             "exact_call_accuracy (names and arguments equal as JSON values, call order ignored),\n"
@@ -31,7 +31,7 @@ int cmd_eval(int argc, char **argv)
 {
     const char *data = NULL, *v;
     cli_common c;
-    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS);
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS | CLI_ACTS);
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
     o.report = stderr;
@@ -74,6 +74,7 @@ int cmd_eval(int argc, char **argv)
     if (!model) return 2;
     o.max_new_tokens = c.max_new_tokens;
     mo.threads = c.threads;
+    mo.acts = c.acts;
     char *tools_text = NULL;
     const char *tools_path = c.tools;
     if (!o.tools_from_data && !tools_path) {

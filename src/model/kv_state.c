@@ -30,8 +30,10 @@ static size_t work_needed(const nd_model *m, int C, int slots)
             continue;
         int count = nd_param_instances(w, p);
         for (int k = 0; k < count; k++) {
-            size_t z = be->ops.matmul_work_floats(be, nd_param_field_c(p, nd_param_base_c(w, p, k)), C);
+            const nd_matrix *mat = nd_param_field_c(p, nd_param_base_c(w, p, k));
+            size_t z = be->ops.matmul_work_floats(be, mat, C), z8 = be->ops.matmul_a8_work_floats(be, mat, C);
             if (z > mx) mx = z;
+            if (z8 > mx) mx = z8;
         }
     }
     const nd_config *c = &w->cfg;

@@ -127,6 +127,11 @@ int nd_model_create(const nd_weights *w, const nd_model_options *opt, nd_model *
     nd_model *m = calloc(1, sizeof *m);
     if (!m) return nd_errorf(err, NEEDLE_ENOMEM, "model: out of memory");
     m->weights = *w;
+    if (opt->acts != NEEDLE_ACTS_A8 && opt->acts != NEEDLE_ACTS_FLOAT) {
+        free(m);
+        return nd_errorf(err, NEEDLE_EINVAL, "model: acts %d (supported: NEEDLE_ACTS_A8, NEEDLE_ACTS_FLOAT)", opt->acts);
+    }
+    m->acts = opt->acts;
     const nd_backend_entry *be_entry = NULL;
     rc = nd_backend_select(opt->backend, &be_entry, &m->backend_why, err);
     if (rc) { free(m); return rc; }

@@ -25,6 +25,7 @@ typedef struct nd_model_options {
     int threads;         /* <= 0: NEEDLE_THREADS or every core */
     const char *backend; /* NULL: NEEDLE_BACKEND or the default */
     int dequantize;      /* 1: CQ matrices are dequantised to F32 at load (the float path) */
+    int acts;            /* NEEDLE_ACTS_A8 (0, default) or NEEDLE_ACTS_FLOAT: see nd_model.acts */
 } nd_model_options;
 
 typedef struct nd_model {
@@ -38,6 +39,9 @@ typedef struct nd_model {
     const char *backend_why;
     nd_threadpool *pool;
     int default_window; /* the .cact header's kv_window, else the config's effective window */
+    int acts;           /* NEEDLE_ACTS_A8: the A8 points of deploy_numerics.md (Needle 2: engram.e,
+                           attn.in, attn.out, logits.in) go through the backend's matmul_a8;
+                           NEEDLE_ACTS_FLOAT: every activation stays float32 */
 } nd_model;
 
 /* Borrow loaded weights (they must outlive the model). */

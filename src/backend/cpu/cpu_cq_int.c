@@ -8,7 +8,7 @@
 
 #include "core/cpu_features.h"
 
-float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16])
+float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
 {
     int n = 1 << nd_cq_int_sb(w);
     float mx = 0.0f;
@@ -18,6 +18,8 @@ float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16])
         float q = i < n ? rintf(w->codebook[i] / scale) : 0.0f;
         q = q > ND_CQ_INT_CB_MAX ? ND_CQ_INT_CB_MAX : q < -ND_CQ_INT_CB_MAX ? -ND_CQ_INT_CB_MAX : q;
         cbq[i] = (int16_t)q;
+        float rest = i < n ? (float)((double)w->codebook[i] / scale - q) : 0.0f; /* in [-0.5, 0.5] */
+        lo[i] = (int16_t)rintf(rest * 16384.0f);
     }
     return scale;
 }
@@ -47,7 +49,7 @@ static void gemm_portable(const nd_cq_int_args *a)
     size_t rb = nd_cq_int_row_bytes(w);
     for (int r = a->r0; r < a->r1; r++) {
         const uint8_t *p = w->cq_idx + (size_t)r * rb;
-        int16_t vals[ND_CQ_GROUP];
+        int16_t vals[ND_CQ_GROUP], lows[ND_CQ_GROUP];
         float acc[8] = {0}; /* per token in blocks of 8 */
         for (int t0 = 0; t0 < a->T; t0 += 8) {
             int nt = a->T - t0 < 8 ? a->T - t0 : 8;
@@ -58,13 +60,15 @@ static void gemm_portable(const nd_cq_int_args *a)
                     unsigned v = p[bit >> 3] >> (bit & 7);
                     if ((bit & 7) + (size_t)sb > 8) v |= (unsigned)p[(bit >> 3) + 1] << (8 - (bit & 7));
                     vals[i] = a->cbq[v & ((1u << sb) - 1)];
+                    lows[i] = a->cbq_lo[v & ((1u << sb) - 1)];
                 }
                 float norm = nd_cq_int_norm(w, r, g);
                 for (int k = 0; k < nt; k++) {
                     const int16_t *z = a->z + (size_t)(t0 + k) * (size_t)a->ldz + (size_t)g * ND_CQ_GROUP;
-                    int64_t s = 0;
+                    int64_t s = 0, sl = 0;
                     for (int i = 0; i < ND_CQ_GROUP; i++) s += (int32_t)vals[i] * (int32_t)z[i];
-                    acc[k] += (float)s * norm;
+                    for (int i = 0; i < ND_CQ_GROUP; i++) sl += (int32_t)lows[i] * (int32_t)z[i];
+                    acc[k] += ((float)s + (float)sl * ND_CQ_INT_LO_SCALE) * norm;
                 }
             }
             for (int k = 0; k < nt; k++) a->y[(size_t)(t0 + k) * (size_t)a->ldy + (size_t)r] = acc[k] * a->tscale[t0 + k];

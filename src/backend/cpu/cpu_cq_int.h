@@ -6,12 +6,15 @@
  * |z| <= 127 * 128 = 16256, so int16.  A CQ row is w = (cb[code] * norm) H128
  * per group and H128 = H / sqrt(128), so
  *     w . (s c) = s / sqrt(128) * sum_g norm_g * (cb[codes_g] . z_g).
- * The codebook is held as int16, cbq = rint(cb / cb_scale) with
- * cb_scale = max|cb| / ND_CQ_INT_CB_MAX, which moves a weight by at most
- * half a step (3e-5 of the largest entry).  Each int32 lane of a kernel
- * accumulates at most 8 products of a group (8 * 16383 * 16256 < 2^31)
- * before it is converted to float and multiplied by the group's norm, so
- * the integer part is exact; kernels differ only in float summation order.
+ * The codebook is held as two int16 terms, cb = cb_scale * (hi + lo / 2^14)
+ * with hi = rint(cb / cb_scale), cb_scale = max|cb| / ND_CQ_INT_CB_MAX, and lo
+ * the rounded remainder (|lo| <= 2^13): one term alone would move weights by
+ * up to 3e-5 of the largest entry, enough to flip A8 codes of later layers
+ * away from rounding ties; with both the codebook is exact to ~1e-9.  Each
+ * int32 lane of a kernel accumulates at most 8 products of a group
+ * (8 * 16383 * 16256 < 2^31) before it is converted to float and multiplied
+ * by the group's norm, so the integer part is exact; kernels differ only in
+ * float summation order.
  *
  * Kernels: portable C (cpu_cq_int.c), AVX2 (cpu_cq_int_avx2.c: byte
  * shuffles for the lookup, VPMADDWD), AVX-512 VNNI (cpu_cq_int_avx512.c:
@@ -31,11 +34,12 @@
 /* One call: rows [r0, r1) of w against T tokens. */
 typedef struct nd_cq_int_args {
     const nd_matrix *w;
-    const int16_t *cbq;   /* 16 int16 by stored code (zero past 2^storage_bits) */
+    const int16_t *cbq;   /* 16 int16 by stored code (zero past 2^storage_bits): the hi term */
+    const int16_t *cbq_lo; /* the lo term, same layout */
     const int16_t *z;     /* T rows of w->cols_pad, ldz apart: H c per group */
     int ldz, T, r0, r1;
     const float *tscale;  /* [T]: s_t * cb_scale / sqrt(128) */
-    float *y;             /* y[t * ldy + r] = tscale[t] * sum_g norm_g * (cbq . z)_g */
+    float *y;             /* y[t * ldy + r] = tscale[t] * sum_g norm_g * ((hi + lo / 2^14) . z)_g */
     int ldy;
 } nd_cq_int_args;
 
@@ -55,9 +59,10 @@ const nd_cq_int_kernel *nd_cq_int_kernel_portable(void);
 const nd_cq_int_kernel *nd_cq_int_kernel_avx2(void);
 const nd_cq_int_kernel *nd_cq_int_kernel_avx512(void);
 
-/* The int16 codebook of w by stored code (16 entries, zero-padded); returns
- * cb_scale. */
-float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16]);
+/* The int16 codebook terms of w by stored code (16 entries each,
+ * zero-padded); returns cb_scale. */
+float nd_cq_int_codebook(const nd_matrix *w, int16_t hi[16], int16_t lo[16]);
+#define ND_CQ_INT_LO_SCALE (1.0f / 16384.0f)
 /* z[0..cols_pad) = H c per 128-group (unnormalised), codes past cols zero. */
 void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z);
 

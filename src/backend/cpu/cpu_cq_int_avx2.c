@@ -9,7 +9,8 @@
  *   - VPMULLW by 2^(8-offset) and a shift right by 8 move the code to the
  *     low byte (a multiply is a per-lane left shift);
  *   - the code, with 0x80 in the high byte, indexes two 16-entry VPSHUFB
- *     tables: the low and the high bytes of the int16 codebook.
+ *     tables: the low and the high bytes of the int16 codebook (twice: the
+ *     codebook's two terms).
  * VPMADDWD then multiplies by 16 int16 activations and adds pairs; a group's
  * 8 vectors alternate between two accumulators, so a lane adds at most 8
  * products of a group (exact, cpu_cq_int.h). */
@@ -20,12 +21,12 @@
 #include <string.h>
 
 typedef struct decoder {
-    __m256i ctrl, mul, tlo, thi, mask;
+    __m256i ctrl, mul, tlo, thi, ulo, uhi, mask; /* t: the hi term's bytes, u: the lo term's */
 } decoder;
 
-static void decoder_init(decoder *d, int sb, const int16_t cbq[16])
+static void decoder_init(decoder *d, int sb, const int16_t cbq[16], const int16_t cbq_lo[16])
 {
-    uint8_t ctrl[32], lo[32], hi[32];
+    uint8_t ctrl[32], lo[32], hi[32], lo2[32], hi2[32];
     uint16_t mul[16], mask[16];
     for (int L = 0; L < 2; L++)
         for (int j = 0; j < 8; j++) {
@@ -39,15 +40,21 @@ static void decoder_init(decoder *d, int sb, const int16_t cbq[16])
         uint16_t v = (uint16_t)cbq[k & 15];
         lo[k] = (uint8_t)(v & 0xff);
         hi[k] = (uint8_t)(v >> 8);
+        uint16_t u = (uint16_t)cbq_lo[k & 15];
+        lo2[k] = (uint8_t)(u & 0xff);
+        hi2[k] = (uint8_t)(u >> 8);
     }
     d->ctrl = _mm256_loadu_si256((const __m256i *)ctrl);
     d->mul = _mm256_loadu_si256((const __m256i *)mul);
     d->tlo = _mm256_loadu_si256((const __m256i *)lo);
     d->thi = _mm256_loadu_si256((const __m256i *)hi);
+    d->ulo = _mm256_loadu_si256((const __m256i *)lo2);
+    d->uhi = _mm256_loadu_si256((const __m256i *)hi2);
     d->mask = _mm256_loadu_si256((const __m256i *)mask);
 }
 
-static inline __m256i decode16(const uint8_t *p, int sb, const decoder *d)
+/* 16 codes -> both codebook terms (*lo_term) */
+static inline __m256i decode16(const uint8_t *p, int sb, const decoder *d, __m256i *lo_term)
 {
     uint64_t bits = 0;
     memcpy(&bits, p, (size_t)(2 * sb));
@@ -55,6 +62,7 @@ static inline __m256i decode16(const uint8_t *p, int sb, const decoder *d)
     w = _mm256_srli_epi16(_mm256_mullo_epi16(w, d->mul), 8);
     __m256i idx = _mm256_or_si256(_mm256_and_si256(w, d->mask), _mm256_set1_epi16((short)0x8000));
     __m256i lo = _mm256_shuffle_epi8(d->tlo, idx), hi = _mm256_shuffle_epi8(d->thi, idx);
+    *lo_term = _mm256_or_si256(_mm256_shuffle_epi8(d->ulo, idx), _mm256_slli_epi16(_mm256_shuffle_epi8(d->uhi, idx), 8));
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 8));
 }
 
@@ -82,34 +90,44 @@ static inline __attribute__((always_inline)) void rows_nt(const nd_cq_int_args *
     const int16_t *z0 = a->z + (size_t)t0 * (size_t)a->ldz, *z1 = z0 + (NT > 1 ? (size_t)a->ldz : 0);
     for (int r = a->r0; r < a->r1; r++) {
         const uint8_t *p = w->cq_idx + (size_t)r * rb;
-        __m256 f0 = _mm256_setzero_ps(), f1 = f0;
+        __m256 f0 = _mm256_setzero_ps(), f1 = f0, e0 = f0, e1 = f0;
         for (int g = 0; g < groups; g++) {
             const uint8_t *pg = p + (size_t)g * 16u * (size_t)sb;
-            __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0;
+            /* per token: hi term even/odd vectors, lo term even/odd vectors */
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0, la0 = a0, la1 = a0, lb0 = a0, lb1 = a0;
             size_t zo = (size_t)g * ND_CQ_GROUP;
             for (int q = 0; q < 8; q += 2) {
-                __m256i v0 = decode16(pg + 2 * sb * q, sb, d), v1 = decode16(pg + 2 * sb * (q + 1), sb, d);
-                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(v0, _mm256_loadu_si256((const __m256i *)(z0 + zo + 16 * q))));
-                a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(v1, _mm256_loadu_si256((const __m256i *)(z0 + zo + 16 * q + 16))));
+                __m256i u0, u1;
+                __m256i v0 = decode16(pg + 2 * sb * q, sb, d, &u0), v1 = decode16(pg + 2 * sb * (q + 1), sb, d, &u1);
+                __m256i z00 = _mm256_loadu_si256((const __m256i *)(z0 + zo + 16 * q));
+                __m256i z01 = _mm256_loadu_si256((const __m256i *)(z0 + zo + 16 * q + 16));
+                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(v0, z00)), a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(v1, z01));
+                la0 = _mm256_add_epi32(la0, _mm256_madd_epi16(u0, z00)), la1 = _mm256_add_epi32(la1, _mm256_madd_epi16(u1, z01));
                 if (NT > 1) {
-                    b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(v0, _mm256_loadu_si256((const __m256i *)(z1 + zo + 16 * q))));
-                    b1 = _mm256_add_epi32(b1,
-                                          _mm256_madd_epi16(v1, _mm256_loadu_si256((const __m256i *)(z1 + zo + 16 * q + 16))));
+                    __m256i z10 = _mm256_loadu_si256((const __m256i *)(z1 + zo + 16 * q));
+                    __m256i z11 = _mm256_loadu_si256((const __m256i *)(z1 + zo + 16 * q + 16));
+                    b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(v0, z10)), b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(v1, z11));
+                    lb0 = _mm256_add_epi32(lb0, _mm256_madd_epi16(u0, z10)), lb1 = _mm256_add_epi32(lb1, _mm256_madd_epi16(u1, z11));
                 }
             }
             __m256 nv = _mm256_set1_ps(norm_at(w, r, g, groups));
             f0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(a0), _mm256_cvtepi32_ps(a1)), nv, f0);
-            if (NT > 1) f1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(b0), _mm256_cvtepi32_ps(b1)), nv, f1);
+            e0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(la0), _mm256_cvtepi32_ps(la1)), nv, e0);
+            if (NT > 1) {
+                f1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(b0), _mm256_cvtepi32_ps(b1)), nv, f1);
+                e1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(lb0), _mm256_cvtepi32_ps(lb1)), nv, e1);
+            }
         }
-        a->y[(size_t)t0 * (size_t)a->ldy + (size_t)r] = hsum8(f0) * a->tscale[t0];
-        if (NT > 1) a->y[(size_t)(t0 + 1) * (size_t)a->ldy + (size_t)r] = hsum8(f1) * a->tscale[t0 + 1];
+        const __m256 ls = _mm256_set1_ps(ND_CQ_INT_LO_SCALE);
+        a->y[(size_t)t0 * (size_t)a->ldy + (size_t)r] = hsum8(_mm256_fmadd_ps(e0, ls, f0)) * a->tscale[t0];
+        if (NT > 1) a->y[(size_t)(t0 + 1) * (size_t)a->ldy + (size_t)r] = hsum8(_mm256_fmadd_ps(e1, ls, f1)) * a->tscale[t0 + 1];
     }
 }
 
 static inline __attribute__((always_inline)) void gemm_sb(const nd_cq_int_args *a, int sb)
 {
     decoder d;
-    decoder_init(&d, sb, a->cbq);
+    decoder_init(&d, sb, a->cbq, a->cbq_lo);
     int t = 0;
     for (; t + 2 <= a->T; t += 2) rows_nt(a, t, 2, &d, sb);
     if (t < a->T) rows_nt(a, t, 1, &d, sb);
