@@ -621,6 +621,11 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
  * per-token scales][T*cols_pad int16 rotated codes][cols int8 codes][the float
  * matmul's work]. */
 
+/* Rows per integer-kernel task: more than the float path's, since each call
+ * builds its decoding tables (still a fixed split: results do not depend on
+ * the thread count). */
+#define A8_ROWS_PER_TASK (4 * ND_CPU_ROWS_PER_TASK)
+
 typedef struct a8_job {
     const nd_cq_int_kernel *k;
     int n;
@@ -636,8 +641,8 @@ static void a8_task(void *ctx, int task, int thread)
     int mi = 0;
     while (task >= j->first_task[mi + 1]) mi++;
     nd_cq_int_args a = j->args[mi];
-    a.r0 = (task - j->first_task[mi]) * ND_CPU_ROWS_PER_TASK;
-    a.r1 = a.r0 + ND_CPU_ROWS_PER_TASK < a.w->rows ? a.r0 + ND_CPU_ROWS_PER_TASK : a.w->rows;
+    a.r0 = (task - j->first_task[mi]) * A8_ROWS_PER_TASK;
+    a.r1 = a.r0 + A8_ROWS_PER_TASK < a.w->rows ? a.r0 + A8_ROWS_PER_TASK : a.w->rows;
     j->k->gemm(&a);
 }
 
@@ -691,7 +696,7 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
         nd_cq_int_args a = {.w = w[i], .cbq = j.cbq[m], .cbq_lo = j.cbq_lo[m], .z = z, .ldz = cols_pad, .T = T, .tscale = ts, .y = y[i],
                             .ldy = ldy[i]};
         j.args[m] = a;
-        j.first_task[m + 1] = j.first_task[m] + (w[i]->rows + ND_CPU_ROWS_PER_TASK - 1) / ND_CPU_ROWS_PER_TASK;
+        j.first_task[m + 1] = j.first_task[m] + (w[i]->rows + A8_ROWS_PER_TASK - 1) / A8_ROWS_PER_TASK;
         macs += (size_t)w[i]->rows * (size_t)cols * (size_t)T;
     }
     if (j.n == 0) return;
