@@ -63,7 +63,9 @@ def bench_reference(args, cfgd):
     P, G = args.prompt_tokens, args.gen_tokens
     key = jax.random.PRNGKey(0)
     tokens = jax.random.randint(key, (1, P), 14, cfg.vocab_size, dtype=jnp.int32)
+    print("reference: init", file=sys.stderr, flush=True)
     params = model.init(key, tokens[:, :8])["params"]
+    print("reference: compiling the prefill forward", file=sys.stderr, flush=True)
 
     apply = jax.jit(lambda p, t: model.apply({"params": p}, t, quant=True))
     apply(params, tokens).block_until_ready()  # compile
@@ -84,6 +86,7 @@ def bench_reference(args, cfgd):
     step = lambda tok, kc, vc, pos, hist: forward_cached(params, dcfg, jnp.asarray([[tok]], jnp.int32), kc, vc,
                                                          jnp.asarray(pos, jnp.int32), cos, sin, None, False, hist,
                                                          valid, None)
+    print("reference: compiling the decode step", file=sys.stderr, flush=True)
     lg, _, _ = step(nxt, kc, vc, P, hist)  # compile the single-token step
     lg.block_until_ready()
     t = time.perf_counter()

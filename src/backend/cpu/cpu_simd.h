@@ -37,6 +37,11 @@ static inline ndv ndv_pow2i(ndv n)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
 static inline ndv ndv_round(ndv x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* ND_VW int8 values widened to float (the int8 KV cache) */
+static inline ndv ndv_load_i8(const int8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #define ND_VW 8
 typedef __m256 ndv;
@@ -68,6 +73,10 @@ static inline ndv ndv_pow2i(ndv n)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 static inline ndv ndv_round(ndv x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline ndv ndv_load_i8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
 #else
 #define ND_VW 1
 typedef float ndv;
@@ -80,6 +89,7 @@ static inline ndv ndv_sub(ndv a, ndv b) { return a - b; }
 static inline ndv ndv_mul(ndv a, ndv b) { return a * b; }
 static inline ndv ndv_fma(ndv a, ndv b, ndv c) { return a * b + c; }
 static inline ndv ndv_max(ndv a, ndv b) { return a > b ? a : b; }
+static inline ndv ndv_load_i8(const int8_t *p) { return (float)*p; }
 static inline float ndv_hsum(ndv v) { return v; }
 static inline float ndv_hmax(ndv v) { return v; }
 static inline ndv ndv_pow2i(ndv n)
