@@ -23,7 +23,7 @@
 static nd_json *golden;
 
 /* ---- the hook: every matmul_a8 call's input rows, quantised */
-#define MAX_CALLS 64
+#define MAX_CALLS 1024 /* 11 points x 50 tokens fed one at a time */
 typedef struct a8_call {
     int T, D;
     int8_t *codes;
@@ -110,14 +110,40 @@ static int near_tie(const nd_json *cs, const char *point, int index, int pos, in
     return 0;
 }
 
-/* Run one case; returns the first position whose codes differ (T if none). */
-static int check_case(nd_model *m, const nd_json *cs, int kv_bits, double *max_before, double *max_after)
+/* Gather the recorded calls into one [T, D] code matrix and T scales per
+ * point: the engine runs the points in the reference's program order once
+ * per chunk, so call k of a chunk is point k % points. */
+static void assemble_calls(int points, int T)
+{
+    a8_call merged[MAX_CALLS];
+    int rows[MAX_CALLS] = {0};
+    for (int p = 0; p < points; p++) {
+        merged[p].T = T, merged[p].D = calls[p].D;
+        merged[p].codes = malloc((size_t)T * calls[p].D);
+        merged[p].scales = malloc(sizeof(float) * (size_t)T);
+    }
+    for (int k = 0; k < n_calls; k++) {
+        int p = k % points;
+        if (calls[k].D != merged[p].D || rows[p] + calls[k].T > T) continue;
+        memcpy(merged[p].codes + (size_t)rows[p] * merged[p].D, calls[k].codes, (size_t)calls[k].T * calls[k].D);
+        memcpy(merged[p].scales + rows[p], calls[k].scales, sizeof(float) * (size_t)calls[k].T);
+        rows[p] += calls[k].T;
+    }
+    clear_calls();
+    for (int p = 0; p < points; p++) calls[p] = merged[p];
+    n_calls = points;
+}
+
+/* Run one case fed in pieces of `step` tokens (step 1: every matmul is a
+ * decode-sized one, the integer kernels; the whole case at once: the batch
+ * path); returns the first position whose codes differ (T if none). */
+static int check_case(nd_model *m, const nd_json *cs, int kv_bits, int step, double *max_before, double *max_after)
 {
     const nd_json *ids = nd_json_get(cs, "ids");
     int T = (int)ids->count, V = m->weights.cfg.vocab_size;
     int *tok = malloc(sizeof(int) * (size_t)T);
     for (int i = 0; i < T; i++) tok[i] = (int)ids->items[i].num;
-    nd_state_options so = {.max_chunk = T, .kv_bits = kv_bits}; /* one chunk: the reference's program order */
+    nd_state_options so = {.max_chunk = T, .kv_bits = kv_bits};
     nd_state *s = NULL;
     needle_error e = {0};
     float *lg = malloc(sizeof(float) * (size_t)T * V);
@@ -125,9 +151,13 @@ static int check_case(nd_model *m, const nd_json *cs, int kv_bits, double *max_b
     memset(want, 1, (size_t)T);
     clear_calls();
     int rc = nd_state_create(m, &so, &s, &e);
-    if (!rc) rc = nd_state_eval(s, tok, T, want, lg, NULL, &e);
+    for (int t0 = 0; t0 < T && !rc; t0 += step) {
+        int n = T - t0 < step ? T - t0 : step;
+        rc = nd_state_eval(s, tok + t0, n, want, lg + (size_t)t0 * V, NULL, &e);
+    }
     CHECKF(rc == 0, "eval: %s", e.message);
     nd_state_free(s);
+    assemble_calls((int)nd_json_get(cs, "a8_points")->count, T);
 
     /* codes, point by point in program order */
     const nd_json *pts = nd_json_get(cs, "a8_points");
@@ -230,7 +260,9 @@ static void test_golden_a8_float_kv(void)
     const nd_json *cases = nd_json_get(golden, "cases");
     for (size_t i = 0; i < cases->count; i++) {
         double before, after;
-        check_case(m, &cases->items[i], 32, &before, &after);
+        check_case(m, &cases->items[i], 32, (int)nd_json_get(&cases->items[i], "ids")->count, &before, &after);
+        check_case(m, &cases->items[i], 32, 1, &before, &after);
+        check_case(m, &cases->items[i], 32, 3, &before, &after);
     }
     clear_calls();
     nd_model_free(m);

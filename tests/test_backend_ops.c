@@ -247,10 +247,9 @@ static void ref_fake_quant(const float *x, int n, float *out)
     for (int i = 0; i < n; i++) out[i] = rintf(x[i] / s) * s;
 }
 
-static void test_matmul_a8(void)
+static void matmul_a8_case(int T)
 {
-    COVER(ND_OP_MATMUL_A8);
-    int cols = 200, T = 5, ldx = cols + 3;
+    int cols = 200, ldx = cols + 3;
     float *w0f = frand_array((size_t)70 * cols, 0.05f);
     nd_matrix w0 = {.kind = ND_MAT_F32, .rows = 70, .cols = cols, .f32 = w0f};
     cq_owned c[4];
@@ -282,6 +281,13 @@ static void test_matmul_a8(void)
     }
     free(work), free(x), free(x_copy), free(xq), free(w0f);
     for (int b = 0; b < 4; b++) cq_free(&c[b]);
+}
+
+static void test_matmul_a8(void)
+{
+    COVER(ND_OP_MATMUL_A8);
+    matmul_a8_case(3); /* decode sizes: the integer kernels */
+    matmul_a8_case(9); /* a batch: the float path over the fake-quantised rows */
 }
 
 static void test_gather_rows(void)

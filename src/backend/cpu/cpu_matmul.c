@@ -621,6 +621,13 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
  * per-token scales][T*cols_pad int16 rotated codes][cols int8 codes][the float
  * matmul's work]. */
 
+/* Up to this many tokens the integer kernels run (decode); a longer batch
+ * (prefill) multiplies the fake-quantised rows s_t c_t, which are exactly
+ * representable floats, through the float batch path, whose decoded weight
+ * tiles serve every token of the chunk: the same A8 numerics up to float
+ * rounding, and faster there than re-decoding codes per 4 tokens. */
+#define A8_INT_MAX_T 4
+
 /* Rows per integer-kernel task: more than the float path's, since each call
  * builds its decoding tables (still a fixed split: results do not depend on
  * the thread count). */
@@ -679,13 +686,13 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
         float *xt = xq + (size_t)t * (size_t)cols;
         memcpy(xt, x + (size_t)t * (size_t)ldx, sizeof(float) * (size_t)cols);
         scale[t] = nd_act_fake_quant(xt, cols, codes);
-        if (any_cq) nd_cq_int_rotate(codes, cols, cols_pad, z + (size_t)t * (size_t)cols_pad);
+        if (any_cq && T <= A8_INT_MAX_T) nd_cq_int_rotate(codes, cols, cols_pad, z + (size_t)t * (size_t)cols_pad);
     }
     a8_job j = {.k = nd_cpu_cq_int_kernel()};
     size_t macs = 0;
     j.first_task[0] = 0;
     for (int i = 0; i < n; i++) {
-        if (w[i]->kind != ND_MAT_CQ) { /* float weights: the ordinary matmul on the fake-quantised rows */
+        if (w[i]->kind != ND_MAT_CQ || T > A8_INT_MAX_T) { /* the float path on the fake-quantised rows */
             nd_cpu_matmul_multi(pool, 1, &w[i], xq, T, cols, &y[i], &ldy[i], rest);
             continue;
         }
