@@ -64,7 +64,12 @@ typedef struct needle_model_options {
     int kv_window;       /* 0: the file's window (the .cact header, or the config's budget window) */
     int layers;          /* Needle 3: run ladder rung N (SPEC-needle3 section 2) of an unsliced file; 0 = all */
     int layout;          /* NEEDLE_LAYOUT_*; 0 (AUTO): what the model expects */
+    int acts;            /* activations: NEEDLE_ACTS_A8 (0, the default: the reference's deploy
+                            numerics, int8 activations at its quantisation points, integer kernels)
+                            or NEEDLE_ACTS_FLOAT (float32 activations, the float goldens' path) */
 } needle_model_options;
+
+enum { NEEDLE_ACTS_A8 = 0, NEEDLE_ACTS_FLOAT = 1 };
 
 /* Open a .cact deploy file or a .safetensors checkpoint (a checkpoint needs a
  * tokenizer: `tokenizer_path` names a SentencePiece .model; NULL for .cact). */

@@ -238,6 +238,58 @@ static void test_matmul_multi(void)
     cq_free(&c);
 }
 
+/* The A8 rule written out plainly: s = max|x| / 127 (1 for zeros), x' = rint(x / s) s. */
+static void ref_fake_quant(const float *x, int n, float *out)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+    for (int i = 0; i < n; i++) out[i] = rintf(x[i] / s) * s;
+}
+
+static void matmul_a8_case(int T)
+{
+    int cols = 200, ldx = cols + 3;
+    float *w0f = frand_array((size_t)70 * cols, 0.05f);
+    nd_matrix w0 = {.kind = ND_MAT_F32, .rows = 70, .cols = cols, .f32 = w0f};
+    cq_owned c[4];
+    int bits[4] = {2, 3, 4, ND_CQ_TERNARY};
+    for (int b = 0; b < 4; b++) cq_make(&c[b], 40 + 9 * b, cols, bits[b]);
+    const nd_matrix *mats[5] = {&c[0].m, &c[1].m, &w0, &c[2].m, &c[3].m};
+    float *x = frand_array((size_t)T * ldx, 1.0f), *xq = malloc(sizeof(float) * (size_t)T * cols);
+    for (int i = 0; i < cols; i++) x[2 * ldx + i] = 0.0f; /* an all-zero token */
+    for (int t = 0; t < T; t++) ref_fake_quant(x + (size_t)t * ldx, cols, xq + (size_t)t * cols);
+    float *y[5], *ref[5];
+    int ldy[5];
+    size_t wf = 0;
+    for (int i = 0; i < 5; i++) {
+        size_t a = be->ops.matmul_a8_work_floats(be, mats[i], T);
+        wf = a > wf ? a : wf;
+        ldy[i] = mats[i]->rows + i;
+        y[i] = calloc((size_t)T * ldy[i], sizeof(float));
+        ref[i] = calloc((size_t)T * ldy[i], sizeof(float));
+        ref_matmul(mats[i], xq, T, cols, ref[i], ldy[i]);
+    }
+    float *work = malloc((wf + 16) * sizeof(float)), *x_copy = malloc(sizeof(float) * (size_t)T * ldx);
+    memcpy(x_copy, x, sizeof(float) * (size_t)T * ldx);
+    be->ops.matmul_a8(be, 5, mats, x, T, ldx, y, ldy, work);
+    CHECK(!memcmp(x, x_copy, sizeof(float) * (size_t)T * ldx)); /* the input is left alone */
+    for (int i = 0; i < 5; i++) {
+        /* the integer path holds the codebook as int16: within 1e-4 */
+        EXPECT_CLOSE(y[i], ref[i], (size_t)T * ldy[i], 1e-4, "matmul_a8 matrix %d", i);
+        free(y[i]), free(ref[i]);
+    }
+    free(work), free(x), free(x_copy), free(xq), free(w0f);
+    for (int b = 0; b < 4; b++) cq_free(&c[b]);
+}
+
+static void test_matmul_a8(void)
+{
+    COVER(ND_OP_MATMUL_A8);
+    matmul_a8_case(3); /* decode sizes: the integer kernels */
+    matmul_a8_case(9); /* a batch: the float path over the fake-quantised rows */
+}
+
 static void test_gather_rows(void)
 {
     COVER(ND_OP_GATHER_ROWS);
@@ -819,6 +871,7 @@ int main(void)
         memset(covered, 0, sizeof covered);
         RUN(test_matmul);
         RUN(test_matmul_multi);
+        RUN(test_matmul_a8);
         RUN(test_gather_rows);
         RUN(test_rmsnorm);
         RUN(test_rope);

@@ -31,7 +31,7 @@ static int *case_ids(const nd_json *c, int *T)
 
 static nd_model *open_model(const char *path, int threads, int dequant)
 {
-    nd_model_options o = {.threads = threads, .dequantize = dequant};
+    nd_model_options o = {.threads = threads, .dequantize = dequant, .acts = NEEDLE_ACTS_FLOAT}; /* float goldens */
     nd_model *m = NULL;
     needle_error e = {0};
     int rc = nd_model_open(path, &o, &m, &e);

@@ -27,7 +27,7 @@ static int infer_logits(const nd_weights *w, const char *path, float *out)
 {
     needle_error err;
     nd_model *m = NULL;
-    nd_model_options mo = {.threads = 1};
+    nd_model_options mo = {.threads = 1, .acts = NEEDLE_ACTS_FLOAT}; /* the trainer's forward is float */
     int rc = path ? nd_model_open(path, &mo, &m, &err) : nd_model_create(w, &mo, &m, &err);
     CHECKF(rc == 0, "%s", err.message);
     if (rc) return rc;

@@ -116,7 +116,7 @@ static double run_case(int lanes, int sites, int full_length)
     CHECKF(nd_train_save_full(&tm, CKPT, &err) == 0, "save: %s", err.message);
     nd_model *em = NULL;
     nd_state *st = NULL;
-    nd_model_options mo = {.threads = 1};
+    nd_model_options mo = {.threads = 1, .acts = NEEDLE_ACTS_FLOAT}; /* the trainer's forward is float */
     nd_state_options so = {.window = cfg.max_seq_len, .sinks = 0, .max_chunk = pick(1, 16)};
     if (nd_model_open(CKPT, &mo, &em, &err) == 0 && nd_state_create(em, &so, &st, &err) == 0) {
         int prefix = pick(1, T);

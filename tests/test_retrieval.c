@@ -53,7 +53,7 @@ static void test_embedding_matches_golden(void)
 {
     nd_model *net = NULL;
     needle_error err = {0};
-    nd_model_options mo = {.threads = 1};
+    nd_model_options mo = {.threads = 1, .acts = NEEDLE_ACTS_FLOAT}; /* the float golden */
     int rc = nd_model_open("tests/golden/tiny.safetensors", &mo, &net, &err);
     CHECKF(rc == 0, "%s", err.message);
     char *text = NULL;

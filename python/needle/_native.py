@@ -22,7 +22,7 @@ class ErrorRecord(ctypes.Structure):
 
 class ModelOptions(ctypes.Structure):
     _fields_ = [("threads", ctypes.c_int), ("backend", ctypes.c_char_p), ("kv_window", ctypes.c_int),
-                ("layout", ctypes.c_int)]
+                ("layers", ctypes.c_int), ("layout", ctypes.c_int), ("acts", ctypes.c_int)]
 
 
 class SessionOptions(ctypes.Structure):

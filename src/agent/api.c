@@ -25,6 +25,7 @@ static void model_options(const needle_model_options *opt, nd_model_options *mo)
     mo->threads = opt->threads;
     mo->backend = opt->backend;
     mo->layers = opt->layers;
+    mo->acts = opt->acts;
 }
 
 /* The tokenizer: a .model file when given, else the blob inside the .cact. */

@@ -131,6 +131,7 @@ typedef enum nd_op {
     ND_OP_COPY, ND_OP_ZERO, ND_OP_SCALE, ND_OP_AXPY, ND_OP_SIGMOID_GATE, ND_OP_HADA_MLP, ND_OP_MHC_PRE, ND_OP_MHC_MIX,
     ND_OP_ENGRAM_TAPS, ND_OP_ENGRAM_GATE, ND_OP_LANE_MEAN, ND_OP_HEAD_POOL, ND_OP_BUFFERS,
     ND_OP_MONARCH_MLP, ND_OP_PROBE_HEAD,
+    ND_OP_MATMUL_A8,
     ND_OP_COUNT
 } nd_op;
 
@@ -156,6 +157,14 @@ typedef struct nd_backend_ops {
      * and all rows run as one parallel job.  work: the largest single size. */
     void (*matmul_multi)(const nd_backend *be, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                          float *const *y, const int *ldy, float *work);
+    /* matmul_multi over A8 activations (the deploy numerics, quant/act_quant.h):
+     * each row x_t is first replaced by its per-vector int8 fake-quantisation
+     * s_t c_t, so y_i[t] = s_t (W_i c_t).  x is not modified.  CQ matrices run
+     * in integer arithmetic over the codes (backend/cpu/cpu_cq_int.h).
+     * work: matmul_a8_work_floats (the largest single size). */
+    void (*matmul_a8)(const nd_backend *be, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                      float *const *y, const int *ldy, float *work);
+    size_t (*matmul_a8_work_floats)(const nd_backend *be, const nd_matrix *w, int T);
     /* out[i, :] = row rows[i] of W, dequantised (cols floats each). */
     void (*gather_rows)(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out);
     /* ZCRMS: out = (1 + scale) * x / sqrt(mean(x^2) + 1e-6) for `count`

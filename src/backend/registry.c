@@ -35,6 +35,7 @@ const char *const nd_op_names[ND_OP_COUNT] = {
     [ND_OP_MHC_MIX] = "mhc_mix", [ND_OP_ENGRAM_TAPS] = "engram_taps", [ND_OP_ENGRAM_GATE] = "engram_gate",
     [ND_OP_LANE_MEAN] = "lane_mean", [ND_OP_HEAD_POOL] = "head_pool", [ND_OP_BUFFERS] = "buffers",
     [ND_OP_MONARCH_MLP] = "monarch_mlp", [ND_OP_PROBE_HEAD] = "probe_head",
+    [ND_OP_MATMUL_A8] = "matmul_a8",
 };
 
 int nd_backend_count(void) { return N_ENTRIES; }
@@ -137,6 +138,9 @@ int nd_backend_create(const nd_backend_entry *e, nd_threadpool *pool, nd_backend
     TAKE(ND_OP_MATMUL, matmul);
     if (own->supports_op(be, ND_OP_MATMUL) && own->matmul_work_floats) be->ops.matmul_work_floats = own->matmul_work_floats;
     TAKE(ND_OP_MATMUL_MULTI, matmul_multi);
+    TAKE(ND_OP_MATMUL_A8, matmul_a8);
+    if (own->supports_op(be, ND_OP_MATMUL_A8) && own->matmul_a8_work_floats)
+        be->ops.matmul_a8_work_floats = own->matmul_a8_work_floats;
     TAKE(ND_OP_GATHER_ROWS, gather_rows);
     TAKE(ND_OP_RMSNORM, rmsnorm);
     TAKE(ND_OP_ROPE, rope);

@@ -70,6 +70,7 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
         {CLI_SYSTEM, "--system"},       {CLI_THREADS, "--threads"},     {CLI_WINDOW, "--window"},
         {CLI_KV_BITS, "--kv-bits"},     {CLI_MAX_NEW_TOKENS, "--max-new-tokens"}, {CLI_SEED, "--seed"},
         {CLI_LAYOUT, "--layout"},
+        {CLI_ACTS, "--acts"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         if (!(c->accept & names[k].bit)) continue;
@@ -97,6 +98,14 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
             break;
         case CLI_MAX_NEW_TOKENS:
             bad = cli_int(cmd, "--max-new-tokens", v, 1, CLI_MAX_NEW_TOKENS_LIMIT, &c->max_new_tokens);
+            break;
+        case CLI_ACTS:
+            if (!strcmp(v, "a8")) c->acts = NEEDLE_ACTS_A8;
+            else if (!strcmp(v, "float")) c->acts = NEEDLE_ACTS_FLOAT;
+            else {
+                fprintf(stderr, "needle %s: --acts: '%s' is not allowed (allowed a8 or float)\n", cmd, v);
+                bad = -1;
+            }
             break;
         case CLI_SEED:
             bad = cli_u64(cmd, "--seed", v, &c->seed);

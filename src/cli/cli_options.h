@@ -19,6 +19,7 @@ enum {
     CLI_MAX_NEW_TOKENS = 1 << 7, /* --max-new-tokens N */
     CLI_SEED = 1 << 8,           /* --seed N */
     CLI_LAYOUT = 1 << 9,         /* --layout auto|2.0.8|2.0.15 */
+    CLI_ACTS = 1 << 10,          /* --acts a8|float */
 };
 
 typedef struct cli_common {
@@ -34,6 +35,7 @@ typedef struct cli_common {
     uint64_t seed;
     int have_seed;
     int layout;            /* NEEDLE_LAYOUT_*; 0 (auto): what the model expects */
+    int acts;              /* NEEDLE_ACTS_A8 (default) or NEEDLE_ACTS_FLOAT */
 } cli_common;
 
 /* Limits the shared numeric options are checked against. */

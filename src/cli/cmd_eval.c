@@ -14,7 +14,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
-            "                   [--max-new-tokens N] [--threads N] [--show-failures N]\n"
+            "                   [--max-new-tokens N] [--threads N] [--acts a8|float] [--show-failures N]\n"
             "                   [--layout auto|2.0.8|2.0.15] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
@@ -33,7 +33,8 @@ int cmd_eval(int argc, char **argv)
 {
     const char *data = NULL, *v;
     cli_common c;
-    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS | CLI_LAYOUT);
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS | CLI_LAYOUT |
+                                CLI_ACTS);
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
     o.report = stderr;
@@ -77,6 +78,7 @@ int cmd_eval(int argc, char **argv)
     o.max_new_tokens = c.max_new_tokens;
     mo.threads = c.threads;
     mo.layout = c.layout;
+    mo.acts = c.acts;
     char *tools_text = NULL;
     const char *tools_path = c.tools;
     if (!o.tools_from_data && !tools_path) {

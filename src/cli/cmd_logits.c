@@ -19,7 +19,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: needle logits --model FILE --ids 2,17,99,... [--positions 0,5,9] [--window W --sinks S]\n"
-                    "                     [--float] [--kv-bits 32|8] [--decode-from K] [--threads N]\n"
+                    "                     [--float] [--acts a8|float] [--kv-bits 32|8] [--decode-from K] [--threads N]\n"
                     "                     [--heads] [--layers N]\n"
                     "Prints {\"positions\",\"logits\" (full rows at positions, default the last),\n"
                     "\"argmax\" and \"logsumexp\" (every position)}; --heads adds \"heads\": the heads the file\n"
@@ -98,7 +98,7 @@ int cmd_logits(int argc, char **argv)
     const char *ids_s = NULL, *pos_s = NULL, *v;
     int sinks = 0, dequant = 0, decode_from = -1, heads = 0, layers = 0;
     cli_common c;
-    cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS);
+    cli_common_init(&c, CLI_MODEL | CLI_THREADS | CLI_WINDOW | CLI_KV_BITS | CLI_ACTS);
     for (int i = 1; i < argc; i++) {
         int bad = 0, shared;
         if ((shared = cli_common_parse(&c, "logits", argc, argv, &i)) != 0) bad = shared < 0;
@@ -143,7 +143,7 @@ int cmd_logits(int argc, char **argv)
     if (decode_from < 0 || decode_from > T) decode_from = T;
 
     needle_error err = {0};
-    nd_model_options mo = {.threads = c.threads, .dequantize = dequant, .layers = layers};
+    nd_model_options mo = {.threads = c.threads, .dequantize = dequant, .layers = layers, .acts = c.acts};
     nd_model *m = NULL;
     nd_state *s = NULL;
     int status = 1;

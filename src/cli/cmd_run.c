@@ -31,8 +31,8 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system TEXT]\n"
             "                  [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T] [--top-p P]\n"
-            "                  [--seed N] [--window W] [--threads N] [--tool-index FILE] [--strict] [--stats]\n"
-            "                  [--layout auto|2.0.8|2.0.15] [QUERY]\n"
+            "                  [--seed N] [--window W] [--threads N] [--acts a8|float] [--tool-index FILE] [--strict]\n"
+            "                  [--stats] [--layout auto|2.0.8|2.0.15] [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
             "--model defaults to $NEEDLE_MODEL, else models/needle-default.cact, and --tools to\n"
@@ -177,7 +177,7 @@ int cmd_run(int argc, char **argv)
     const char *query = NULL, *v;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_SYSTEM | CLI_THREADS | CLI_WINDOW |
-                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT);
+                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT | CLI_ACTS);
     needle_session_options so;
     memset(&so, 0, sizeof so);
     needle_model_options mo;
@@ -247,6 +247,7 @@ int cmd_run(int argc, char **argv)
     mo.kv_window = c.window;
     mo.threads = c.threads;
     mo.layout = c.layout;
+    mo.acts = c.acts;
 
     char *model_default = NULL, *tools_default = NULL;
     const char *model = cli_model_path(&c, "run", &model_default);

@@ -30,6 +30,17 @@ static int token_at(const nd_state *s, const int *tokens, int p0, int p)
     return s->tok_hist[p % s->hist_len];
 }
 
+/* A matmul whose input is one of the deploy numerics' A8 points
+ * (deploy_numerics.md section 3): int8 activations unless the model runs
+ * float32 activations. */
+static void matmul_a8_point(const nd_state *s, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                            float *const *y, const int *ldy)
+{
+    const nd_backend *be = s->m->be;
+    if (s->m->acts == NEEDLE_ACTS_A8) be->ops.matmul_a8(be, n, w, x, T, ldx, y, ldy, s->work);
+    else be->ops.matmul_multi(be, n, w, x, T, ldx, y, ldy, s->work);
+}
+
 /* Engram key and tapped value for every token of the chunk, at every site. */
 static void engram_chunk(nd_state *s, const int *tokens, int T)
 {
@@ -64,7 +75,7 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
             const nd_matrix *mats[2] = {&S->key_proj, &S->value_proj};
             float *outs[2] = {kk, s->eng_raw};
             int lds[2] = {d, d};
-            be->ops.matmul_multi(be, 2, mats, s->eng_e, T, ew, outs, lds, s->work);
+            matmul_a8_point(s, 2, mats, s->eng_e, T, ew, outs, lds); /* A8: engram.e */
         }
         /* v'_t = sum_j taps_j * v_{t - j D} [t >= j D] */
         float *vh = s->v_hist + (size_t)si * s->vhist_len * d;
@@ -144,7 +155,7 @@ static void block(nd_state *s, int l, int T)
         const nd_matrix *mats[4] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->gate_proj};
         float *outs[4] = {s->q, s->k, s->v, s->g};
         int lds[4] = {Q, KD, VD, O};
-        be->ops.matmul_multi(be, 4, mats, s->h, T, d, outs, lds, s->work);
+        matmul_a8_point(s, 4, mats, s->h, T, d, outs, lds); /* A8: attn.in */
     }
     if (c->qkv_conv_taps > 0) qkv_conv(s, l, T);
     for (int t = 0; t < T; t++) {
@@ -183,7 +194,10 @@ static void block(nd_state *s, int l, int T)
         }
     }
     be->ops.sigmoid_gate(be, s->att, s->g, (size_t)T * O);
-    be->ops.matmul(be, &L->out_proj, s->att, T, O, s->o, d, s->work);
+    {
+        const nd_matrix *mat = &L->out_proj;
+        matmul_a8_point(s, 1, &mat, s->att, T, O, &s->o, &d); /* A8: attn.out */
+    }
 
     float gate = nd_sigmoid(L->attn_gate); /* a parameter, not an activation */
     be->ops.rmsnorm(be, s->o, d, T, L->post_attn_norm, s->o);
@@ -279,7 +293,8 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
         /* Needle 3 out_vocab: only E[0:V_o] scores; the rest of each row is -inf */
         nd_matrix scored = w->embedding;
         scored.rows = nd_config_logit_width(c);
-        be->ops.matmul(be, &scored, s->fin, nw, d, logits, c->vocab_size, s->work);
+        const nd_matrix *mat = &scored;
+        matmul_a8_point(s, 1, &mat, s->fin, nw, d, &logits, &c->vocab_size); /* A8: logits.in */
         for (int i = 0; i < nw; i++)
             for (int v = scored.rows; v < c->vocab_size; v++) logits[(size_t)i * c->vocab_size + v] = -INFINITY;
     }

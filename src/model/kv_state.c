@@ -30,8 +30,10 @@ static size_t work_needed(const nd_model *m, int C, int slots)
             continue;
         int count = nd_param_instances(w, p);
         for (int k = 0; k < count; k++) {
-            size_t z = be->ops.matmul_work_floats(be, nd_param_field_c(p, nd_param_base_c(w, p, k)), C);
+            const nd_matrix *mat = nd_param_field_c(p, nd_param_base_c(w, p, k));
+            size_t z = be->ops.matmul_work_floats(be, mat, C), z8 = be->ops.matmul_a8_work_floats(be, mat, C);
             if (z > mx) mx = z;
+            if (z8 > mx) mx = z8;
         }
     }
     const nd_config *c = &w->cfg;
@@ -51,7 +53,11 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     if (window <= 0) window = c->max_seq_len;
     int sinks = opt->sinks;
     int C = opt->max_chunk > 0 ? opt->max_chunk : DEFAULT_CHUNK;
-    int kv_bits = opt->kv_bits == 0 ? 32 : opt->kv_bits;
+    /* default: int8 under the A8 numerics (Needle 2; 4x less cache memory
+     * and traffic), float32 on the float path */
+    int kv_bits = opt->kv_bits;
+    if (kv_bits == 0)
+        kv_bits = m->acts == NEEDLE_ACTS_A8 && nd_config_generation(c) == 2 && c->head_dim % ND_KV_GROUP == 0 ? 8 : 32;
     if (kv_bits != 32 && kv_bits != 8)
         return nd_errorf(err, NEEDLE_EINVAL, "session: kv_bits %d (supported: 32, 8)", opt->kv_bits);
     if (kv_bits == 8 && (c->qk_dim % ND_KV_GROUP != 0 || c->v_dim % ND_KV_GROUP != 0))
@@ -185,4 +191,5 @@ int nd_state_set_sinks(nd_state *s, int sinks, needle_error *err)
 int nd_state_position(const nd_state *s) { return s->pos; }
 int nd_state_window(const nd_state *s) { return s->window; }
 int nd_state_sinks(const nd_state *s) { return s->sinks; }
+int nd_state_kv_bits(const nd_state *s) { return s->kv_bits; }
 size_t nd_state_bytes(const nd_state *s) { return s->block_bytes + sizeof *s; }

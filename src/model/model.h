@@ -26,6 +26,7 @@ typedef struct nd_model_options {
     const char *backend; /* NULL: NEEDLE_BACKEND or the default */
     int dequantize;      /* 1: CQ matrices are dequantised to F32 at load (the float path) */
     int layers;          /* Needle 3: run ladder rung `layers` of an unsliced file (0 = every layer) */
+    int acts;            /* NEEDLE_ACTS_A8 (0, default) or NEEDLE_ACTS_FLOAT: see nd_model.acts */
 } nd_model_options;
 
 typedef struct nd_model {
@@ -40,6 +41,9 @@ typedef struct nd_model {
     const char *backend_why;
     nd_threadpool *pool;
     int default_window; /* the .cact header's kv_window, else the config's effective window */
+    int acts;           /* NEEDLE_ACTS_A8: the A8 points of deploy_numerics.md (Needle 2: engram.e,
+                           attn.in, attn.out, logits.in) go through the backend's matmul_a8;
+                           NEEDLE_ACTS_FLOAT: every activation stays float32 */
 } nd_model;
 
 /* Borrow loaded weights (they must outlive the model). */
@@ -60,9 +64,11 @@ typedef struct nd_state_options {
     int window;    /* key window; 0 = the model's default */
     int sinks;     /* number of leading positions always visible; 0 = none */
     int max_chunk; /* tokens per internal step (scratch size); 0 = 64 */
-    int kv_bits;   /* KV cache storage: 0 or 32 = float (exact, what the golden
-                      logits need); 8 = int8 with a scale per 32 values (the
-                      deploy numerics of SPEC section 5: 4x less memory) */
+    int kv_bits;   /* KV cache storage: 32 = float (exact, what the float golden
+                      logits need); 8 = int8 with a scale per 32 values (4x less
+                      memory); 0 = the model's default: 8 for a Needle 2 model
+                      under A8 activations (when head_dim is a multiple of 32),
+                      else 32 */
 } nd_state_options;
 
 int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **out, needle_error *err);
@@ -76,6 +82,8 @@ int nd_state_set_sinks(nd_state *s, int sinks, needle_error *err);
 int nd_state_position(const nd_state *s);
 int nd_state_window(const nd_state *s);
 int nd_state_sinks(const nd_state *s);
+/* The KV cache storage the session uses: 32 (float) or 8 (int8). */
+int nd_state_kv_bits(const nd_state *s);
 /* Bytes of memory held by the session (cache + scratch). */
 size_t nd_state_bytes(const nd_state *s);
 

@@ -20,7 +20,7 @@ def run_logits(model, ids, positions, *extra):
     if not os.path.exists(NEEDLE):
         pytest.skip("needle binary not built")
     cmd = [NEEDLE, "logits", "--model", os.path.join(GOLDEN, model), "--ids", ",".join(map(str, ids)),
-           "--positions", ",".join(map(str, positions)), *extra]
+           "--positions", ",".join(map(str, positions)), "--acts", "float", *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

@@ -110,11 +110,127 @@ static void weighted_sum1(const float *const *vrow, int n, int c0, const float *
     ndv_store(o + c0, ndv_mul(a0, ndv_set1(inv)));
 }
 
+/* Softmax weights of G score rows (keys apart, n each), unnormalised, in
+ * place; inv[g] = 1 / their sum (applied to the output). */
+static void softmax_rows(float *score, size_t keys, int G, int n, float *inv)
+{
+    for (int g = 0; g < G; g++) {
+        float *sc = score + (size_t)g * keys;
+        int i = 0;
+        ndv mv = ndv_set1(-INFINITY);
+        for (; i + ND_VW <= n; i += ND_VW) mv = ndv_max(mv, ndv_load(sc + i));
+        float mx = ndv_hmax(mv);
+        for (; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
+        ndv m = ndv_set1(mx), sv = ndv_zero();
+        for (i = 0; i + ND_VW <= n; i += ND_VW) {
+            ndv e = ndv_exp_neg(ndv_sub(ndv_load(sc + i), m));
+            ndv_store(sc + i, e);
+            sv = ndv_add(sv, e);
+        }
+        float sum = ndv_hsum(sv);
+        for (; i < n; i++) {
+            float buf[ND_VW];
+            for (int k = 0; k < ND_VW; k++) buf[k] = 0.0f;
+            buf[0] = sc[i] - mx;
+            ndv_store(buf, ndv_exp_neg(ndv_load(buf)));
+            sc[i] = buf[0];
+            sum += buf[0];
+        }
+        inv[g] = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
+    }
+}
+
+/* Register budget of the int8 path: head rows of at most I8_MAX_VECS vectors,
+ * at most I8_MAX_G query heads per KV head (else the widening path runs). */
+#define I8_MAX_VECS 8
+#define I8_MAX_G 4
+
+/* The int8 cache read in place: a cached row's scores are
+ * sum_g scale_g * (q_g . codes_g) and its values enter the weighted sum as
+ * (e_i * scale_g) * codes, widened in registers, never stored as floats.
+ * Rows 0..n8-1 are cached (int8), rows n8..n-1 the chunk's own (float). */
+static void attn_task_i8(const attn_job *j, int t, int kvh, float *score)
+{
+    const nd_attn_args *a = j->a;
+    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP, A = a->num_heads * hd;
+    int G = a->num_heads / a->num_kv_heads, hg = hd / ND_KV_GROUP, qpos = a->pos0 + t;
+    size_t keys = keys_of(a);
+    const int8_t **k8 = (const int8_t **)(score + scores_floats(G, keys)), **v8 = k8 + keys;
+    const float **ks = (const float **)(v8 + keys), **vs = ks + keys;
+    const float **kf = vs + keys, **vf = kf + keys;
+    float *inv = (float *)(vf + keys);
+    int n8 = 0, nf = 0;
+    for (const int *vis = j->visible + (size_t)t * keys; *vis >= 0; vis++) {
+        size_t s = (size_t)*vis;
+        k8[n8] = a->k_cache8 + s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        v8[n8] = a->v_cache8 + s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        ks[n8] = a->k_scale + s * (size_t)groups + (size_t)kvh * (size_t)hg;
+        vs[n8] = a->v_scale + s * (size_t)groups + (size_t)kvh * (size_t)hg;
+        n8++;
+    }
+    for (int u = 0; u <= t; u++) {
+        if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
+        kf[nf] = a->k_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        vf[nf] = a->v_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        nf++;
+    }
+    const float *q = a->q + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+    float *o = a->out + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+    int n = n8 + nf;
+    if (n == 0) {
+        for (int c = 0; c < G * hd; c++) o[c] = 0.0f;
+        return;
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    int nv = hd / ND_VW; /* vectors per head row (<= I8_MAX_VECS, checked by the caller) */
+    for (int i = 0; i < n8; i++) {
+        if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
+        ndv kv[I8_MAX_VECS]; /* the key row widened once, times its group scales, for all G heads */
+        for (int c = 0; c < nv; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / ND_KV_GROUP] * scale));
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (size_t)g * (size_t)hd;
+            ndv acc = ndv_zero();
+            for (int c = 0; c < nv; c++) acc = ndv_fma(ndv_load(qg + c * ND_VW), kv[c], acc);
+            score[(size_t)g * keys + (size_t)i] = ndv_hsum(acc);
+        }
+    }
+    for (int i = 0; i < nf; i++)
+        for (int g = 0; g < G; g++)
+            score[(size_t)g * keys + (size_t)(n8 + i)] = nd_simd_dot(q + (size_t)g * (size_t)hd, kf[i], hd) * scale;
+    softmax_rows(score, keys, G, n, inv);
+    /* weighted sum: each value row widened once (times its group scales) and
+     * added into the G heads' accumulators */
+    ndv acc[I8_MAX_G][I8_MAX_VECS];
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < nv; c++) acc[g][c] = ndv_zero();
+    for (int i = 0; i < n8; i++) {
+        ndv vv[I8_MAX_VECS];
+        for (int c = 0; c < nv; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / ND_KV_GROUP]));
+        for (int g = 0; g < G; g++) {
+            ndv e = ndv_set1(score[(size_t)g * keys + (size_t)i]);
+            for (int c = 0; c < nv; c++) acc[g][c] = ndv_fma(e, vv[c], acc[g][c]);
+        }
+    }
+    for (int i = 0; i < nf; i++)
+        for (int g = 0; g < G; g++) {
+            ndv e = ndv_set1(score[(size_t)g * keys + (size_t)(n8 + i)]);
+            for (int c = 0; c < nv; c++) acc[g][c] = ndv_fma(e, ndv_load(vf[i] + c * ND_VW), acc[g][c]);
+        }
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < nv; c++) ndv_store(o + (size_t)g * (size_t)hd + c * ND_VW, ndv_mul(acc[g][c], ndv_set1(inv[g])));
+}
+
 static void attn_task(void *ctx, int task, int thread)
 {
     const attn_job *j = ctx;
     const nd_attn_args *a = j->a;
     int t = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
+    /* the int8 path: keys and values of one width (Needle 2, and Needle 3 when q/k and v agree) */
+    if (a->kv_bits == 8 && (a->v_head_dim <= 0 || a->v_head_dim == a->head_dim) && a->head_dim % ND_VW == 0 &&
+        a->head_dim / ND_VW <= I8_MAX_VECS && a->num_heads / a->num_kv_heads <= I8_MAX_G) {
+        attn_task_i8(j, t, kvh, j->work + (size_t)thread * j->per_thread);
+        return;
+    }
     int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP;
     /* values and outputs may be narrower or wider than keys (Needle 3) */
     int vd = a->v_head_dim > 0 ? a->v_head_dim : hd, vw_ = a->num_kv_heads * vd, vgroups = vw_ / ND_KV_GROUP;
@@ -168,31 +284,7 @@ static void attn_task(void *ctx, int task, int thread)
         for (int g = 0; g < G; g++)
             score[(size_t)g * keys + (size_t)i] = nd_simd_dot(q + (size_t)g * (size_t)hd, k, hd) * scale;
     }
-    /* softmax weights, unnormalised; 1/sum is applied to the output */
-    for (int g = 0; g < G; g++) {
-        float *sc = score + (size_t)g * keys;
-        int i = 0;
-        ndv mv = ndv_set1(-INFINITY);
-        for (; i + ND_VW <= n; i += ND_VW) mv = ndv_max(mv, ndv_load(sc + i));
-        float mx = ndv_hmax(mv);
-        for (; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
-        ndv m = ndv_set1(mx), sv = ndv_zero();
-        for (i = 0; i + ND_VW <= n; i += ND_VW) {
-            ndv e = ndv_exp_neg(ndv_sub(ndv_load(sc + i), m));
-            ndv_store(sc + i, e);
-            sv = ndv_add(sv, e);
-        }
-        float sum = ndv_hsum(sv);
-        for (; i < n; i++) {
-            float buf[ND_VW];
-            for (int k = 0; k < ND_VW; k++) buf[k] = 0.0f;
-            buf[0] = sc[i] - mx;
-            ndv_store(buf, ndv_exp_neg(ndv_load(buf)));
-            sc[i] = buf[0];
-            sum += buf[0];
-        }
-        inv[g] = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
-    }
+    softmax_rows(score, keys, G, n, inv);
     /* weighted sum of values: four vectors per head at a time, heads in pairs */
     int c = 0;
     for (; c + 4 * ND_VW <= vd; c += 4 * ND_VW)

@@ -43,6 +43,17 @@ static void cpu_matmul_multi(const nd_backend *be, int n, const nd_matrix *const
     nd_cpu_matmul_multi(be->pool, n, w, x, T, ldx, y, ldy, work);
 }
 
+static void cpu_matmul_a8(const nd_backend *be, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                          float *const *y, const int *ldy, float *work)
+{
+    nd_cpu_matmul_a8(be->pool, n, w, x, T, ldx, y, ldy, work);
+}
+
+static size_t cpu_matmul_a8_work_floats(const nd_backend *be, const nd_matrix *w, int T)
+{
+    return nd_cpu_matmul_a8_work_floats(w, T, nd_threadpool_threads(be->pool));
+}
+
 static void cpu_gather_rows(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out)
 {
     (void)be;
@@ -183,6 +194,8 @@ static const nd_backend_ops cpu_ops = {
     .matmul = cpu_matmul,
     .matmul_work_floats = cpu_matmul_work_floats,
     .matmul_multi = cpu_matmul_multi,
+    .matmul_a8 = cpu_matmul_a8,
+    .matmul_a8_work_floats = cpu_matmul_a8_work_floats,
     .gather_rows = cpu_gather_rows,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

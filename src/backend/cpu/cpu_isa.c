@@ -56,6 +56,15 @@ void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, 
 {
     active()->matmul_multi(pool, n, w, x, T, ldx, y, ldy, work);
 }
+void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                      float *const *y, const int *ldy, float *work)
+{
+    active()->matmul_a8(pool, n, w, x, T, ldx, y, ldy, work);
+}
+size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads)
+{
+    return active()->matmul_a8_work_floats(w, T, threads);
+}
 int nd_cpu_cq_storage_bits(const nd_matrix *w) { return active()->cq_storage_bits(w); }
 void nd_cpu_cq_decode_row_rotated(const nd_matrix *w, int r, float *out) { active()->cq_decode_row_rotated(w, r, out); }
 void nd_cpu_cq_decode_group(const nd_matrix *w, int r, int g, float *out) { active()->cq_decode_group(w, r, g, out); }

@@ -39,6 +39,9 @@ typedef struct nd_cpu_kernels {
     size_t (*matmul_work_floats)(const nd_matrix *w, int T, int threads);
     void (*matmul_multi)(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                          float *const *y, const int *ldy, float *work);
+    void (*matmul_a8)(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                      float *const *y, const int *ldy, float *work);
+    size_t (*matmul_a8_work_floats)(const nd_matrix *w, int T, int threads);
     int (*cq_storage_bits)(const nd_matrix *w);
     void (*cq_decode_row_rotated)(const nd_matrix *w, int r, float *out);
     void (*cq_decode_group)(const nd_matrix *w, int r, int g, float *out);

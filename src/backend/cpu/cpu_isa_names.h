@@ -41,6 +41,8 @@
 #define nd_cpu_matmul ND_ISA_NAME(nd_cpu_matmul)
 #define nd_cpu_matmul_work_floats ND_ISA_NAME(nd_cpu_matmul_work_floats)
 #define nd_cpu_matmul_multi ND_ISA_NAME(nd_cpu_matmul_multi)
+#define nd_cpu_matmul_a8 ND_ISA_NAME(nd_cpu_matmul_a8)
+#define nd_cpu_matmul_a8_work_floats ND_ISA_NAME(nd_cpu_matmul_a8_work_floats)
 #define nd_cpu_cq_storage_bits ND_ISA_NAME(nd_cpu_cq_storage_bits)
 #define nd_cpu_cq_decode_row_rotated ND_ISA_NAME(nd_cpu_cq_decode_row_rotated)
 #define nd_cpu_cq_decode_group ND_ISA_NAME(nd_cpu_cq_decode_group)

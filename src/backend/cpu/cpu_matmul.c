@@ -16,14 +16,17 @@
  * is computed by one thread with the same instruction sequence, so results
  * are identical for any thread count. */
 #include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
+#include <math.h>
 #include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/cpu_cq_int.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_simd.h" /* ndv for the 4-wide (NEON, SIMD128) paths */
+#include "quant/act_quant.h"
 #include "core/fp16.h"
 
 /* ---------------------------------------------------------------- dots */
@@ -616,4 +619,103 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
             memcpy(o + c0, grp, sizeof(float) * (size_t)take);
         }
     }
+}
+
+/* ---------------------------------------------------------------- A8 activations
+ *
+ * matmul_a8: every token row is fake-quantised once (quant/act_quant.h).  CQ
+ * matrices take the int8 codes, rotated per group into exact int16 sums
+ * (cpu_cq_int.h), through the integer kernel chosen for this CPU; float
+ * matrices (the dequantised path) take the fake-quantised floats through the
+ * ordinary matmul.  Work: [T*cols fake-quantised floats][T*(MULTI_MAX+1)
+ * per-token scales][T*cols_pad int16 rotated codes][cols int8 codes][the float
+ * matmul's work]. */
+
+/* Up to this many tokens the integer kernels run (decode); a longer batch
+ * (prefill) multiplies the fake-quantised rows s_t c_t, which are exactly
+ * representable floats, through the float batch path, whose decoded weight
+ * tiles serve every token of the chunk: the same A8 numerics up to float
+ * rounding, and faster there than re-decoding codes per 4 tokens. */
+#define A8_INT_MAX_T 4
+
+/* Rows per integer-kernel task: more than the float path's, since each call
+ * builds its decoding tables (still a fixed split: results do not depend on
+ * the thread count). */
+#define A8_ROWS_PER_TASK (4 * ND_CPU_ROWS_PER_TASK)
+
+typedef struct a8_job {
+    const nd_cq_int_kernel *k;
+    int n;
+    nd_cq_int_args args[MULTI_MAX];
+    int16_t cbq[MULTI_MAX][16], cbq_lo[MULTI_MAX][16];
+    int first_task[MULTI_MAX + 1];
+} a8_job;
+
+static void a8_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const a8_job *j = ctx;
+    int mi = 0;
+    while (task >= j->first_task[mi + 1]) mi++;
+    nd_cq_int_args a = j->args[mi];
+    a.r0 = (task - j->first_task[mi]) * A8_ROWS_PER_TASK;
+    a.r1 = a.r0 + A8_ROWS_PER_TASK < a.w->rows ? a.r0 + A8_ROWS_PER_TASK : a.w->rows;
+    j->k->gemm(&a);
+}
+
+static size_t a8_head_floats(int T, int cols, int cols_pad)
+{
+    size_t f = (size_t)T * (size_t)cols + (size_t)T * (MULTI_MAX + 1) + ((size_t)T * (size_t)cols_pad + 1) / 2 +
+               ((size_t)cols + 3) / 4;
+    return (f + 15) & ~(size_t)15;
+}
+
+size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads)
+{
+    int cols_pad = w->kind == ND_MAT_CQ ? w->cols_pad : w->cols;
+    return a8_head_floats(T, w->cols, cols_pad) + nd_cpu_matmul_work_floats(w, T, threads);
+}
+
+void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                      float *const *y, const int *ldy, float *work)
+{
+    if (T <= 0 || n <= 0) return;
+    if (n > MULTI_MAX) {
+        nd_cpu_matmul_a8(pool, MULTI_MAX, w, x, T, ldx, y, ldy, work);
+        nd_cpu_matmul_a8(pool, n - MULTI_MAX, w + MULTI_MAX, x, T, ldx, y + MULTI_MAX, ldy + MULTI_MAX, work);
+        return;
+    }
+    int cols = w[0]->cols, cols_pad = cols, any_cq = 0;
+    for (int i = 0; i < n; i++)
+        if (w[i]->kind == ND_MAT_CQ) cols_pad = w[i]->cols_pad, any_cq = 1;
+    float *xq = work, *scale = xq + (size_t)T * (size_t)cols;
+    int16_t *z = (int16_t *)(scale + (size_t)T * (MULTI_MAX + 1));
+    int8_t *codes = (int8_t *)(z + (size_t)T * (size_t)cols_pad);
+    float *rest = work + a8_head_floats(T, cols, cols_pad);
+    for (int t = 0; t < T; t++) {
+        float *xt = xq + (size_t)t * (size_t)cols;
+        memcpy(xt, x + (size_t)t * (size_t)ldx, sizeof(float) * (size_t)cols);
+        scale[t] = nd_act_fake_quant(xt, cols, codes);
+        if (any_cq && T <= A8_INT_MAX_T) nd_cq_int_rotate(codes, cols, cols_pad, z + (size_t)t * (size_t)cols_pad);
+    }
+    a8_job j = {.k = nd_cpu_cq_int_kernel()};
+    size_t macs = 0;
+    j.first_task[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (w[i]->kind != ND_MAT_CQ || T > A8_INT_MAX_T) { /* the float path on the fake-quantised rows */
+            nd_cpu_matmul_multi(pool, 1, &w[i], xq, T, cols, &y[i], &ldy[i], rest);
+            continue;
+        }
+        int m = j.n++;
+        float cbs = nd_cq_int_codebook(w[i], j.cbq[m], j.cbq_lo[m]);
+        float *ts = scale + (size_t)T * (size_t)(m + 1); /* scale[0..T) holds s_t */
+        for (int t = 0; t < T; t++) ts[t] = scale[t] * cbs / sqrtf((float)ND_CQ_GROUP);
+        nd_cq_int_args a = {.w = w[i], .cbq = j.cbq[m], .cbq_lo = j.cbq_lo[m], .z = z, .ldz = cols_pad, .T = T, .tscale = ts, .y = y[i],
+                            .ldy = ldy[i]};
+        j.args[m] = a;
+        j.first_task[m + 1] = j.first_task[m] + (w[i]->rows + A8_ROWS_PER_TASK - 1) / A8_ROWS_PER_TASK;
+        macs += (size_t)w[i]->rows * (size_t)cols * (size_t)T;
+    }
+    if (j.n == 0) return;
+    nd_threadpool_run(macs < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, j.first_task[j.n], a8_task, &j);
 }

@@ -26,6 +26,10 @@ void nd_cpu_matmul(nd_threadpool *pool, const nd_matrix *w, const float *x, int 
 size_t nd_cpu_matmul_work_floats(const nd_matrix *w, int T, int threads);
 void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                          float *const *y, const int *ldy, float *work);
+/* y_i = W_i fq(x) with the A8 fake-quantiser fq (backend.h: matmul_a8). */
+void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                      float *const *y, const int *ldy, float *work);
+size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads);
 
 /* CQ helpers: 16-entry zero-padded codebook by stored code; bits per stored code. */
 int nd_cpu_cq_storage_bits(const nd_matrix *w);

@@ -45,6 +45,11 @@ static inline ndv ndv_pow2i(ndv n)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
 static inline ndv ndv_round(ndv x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* ND_VW int8 values widened to float (the int8 KV cache) */
+static inline ndv ndv_load_i8(const int8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #define ND_VW 8
 typedef __m256 ndv;
@@ -76,6 +81,10 @@ static inline ndv ndv_pow2i(ndv n)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 static inline ndv ndv_round(ndv x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline ndv ndv_load_i8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
 #elif defined(ND_SIMD_NEON)
 #define ND_VW 4
 typedef float32x4_t ndv;
@@ -95,6 +104,12 @@ static inline ndv ndv_pow2i(ndv n)
     return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
 }
 static inline ndv ndv_round(ndv x) { return vrndnq_f32(x); }
+static inline ndv ndv_load_i8(const int8_t *p)
+{
+    int32_t w;
+    memcpy(&w, p, 4);
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w))))));
+}
 #elif defined(ND_SIMD_WASM)
 /* WebAssembly SIMD128 has no fused multiply-add: ndv_fma is a multiply and an add */
 #define ND_VW 4
@@ -125,6 +140,10 @@ static inline ndv ndv_pow2i(ndv n)
     return wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_trunc_sat_f32x4(n), wasm_i32x4_splat(127)), 23);
 }
 static inline ndv ndv_round(ndv x) { return wasm_f32x4_nearest(x); }
+static inline ndv ndv_load_i8(const int8_t *p)
+{
+    return wasm_f32x4_make((float)p[0], (float)p[1], (float)p[2], (float)p[3]);
+}
 #else
 #define ND_VW 1
 typedef float ndv;
@@ -137,6 +156,7 @@ static inline ndv ndv_sub(ndv a, ndv b) { return a - b; }
 static inline ndv ndv_mul(ndv a, ndv b) { return a * b; }
 static inline ndv ndv_fma(ndv a, ndv b, ndv c) { return a * b + c; }
 static inline ndv ndv_max(ndv a, ndv b) { return a > b ? a : b; }
+static inline ndv ndv_load_i8(const int8_t *p) { return (float)*p; }
 static inline float ndv_hsum(ndv v) { return v; }
 static inline float ndv_hmax(ndv v) { return v; }
 static inline ndv ndv_pow2i(ndv n)

@@ -1,0 +1,138 @@
+/* cpu_cq_int.c - the portable integer CQ kernel, the shared preparation
+ * (int16 codebook, integer rotation) and the one run-time kernel choice. */
+#include "backend/cpu/cpu_cq_int.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core/cpu_features.h"
+
+float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
+{
+    int n = 1 << nd_cq_int_sb(w);
+    float mx = 0.0f;
+    for (int i = 0; i < n; i++) mx = fabsf(w->codebook[i]) > mx ? fabsf(w->codebook[i]) : mx;
+    float scale = mx > 0.0f ? mx / (float)ND_CQ_INT_CB_MAX : 1.0f;
+    for (int i = 0; i < 16; i++) {
+        float q = i < n ? rintf(w->codebook[i] / scale) : 0.0f;
+        q = q > ND_CQ_INT_CB_MAX ? ND_CQ_INT_CB_MAX : q < -ND_CQ_INT_CB_MAX ? -ND_CQ_INT_CB_MAX : q;
+        cbq[i] = (int16_t)q;
+        float rest = i < n ? (float)((double)w->codebook[i] / scale - q) : 0.0f; /* in [-0.5, 0.5] */
+        lo[i] = (int16_t)rintf(rest * 16384.0f);
+    }
+    return scale;
+}
+
+void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z)
+{
+    for (int g = 0; g < cols_pad; g += ND_CQ_GROUP) {
+        int16_t *v = z + g;
+        int take = cols - g < ND_CQ_GROUP ? cols - g : ND_CQ_GROUP;
+        for (int i = 0; i < ND_CQ_GROUP; i++) v[i] = (int16_t)(i < take ? codes[g + i] : 0);
+        /* Sylvester order, like nd_hadamard; every partial sum fits int16 */
+        for (int h = 1; h < ND_CQ_GROUP; h *= 2)
+            for (int i = 0; i < ND_CQ_GROUP; i += 2 * h)
+                for (int j = i; j < i + h; j++) {
+                    int a = v[j], b = v[j + h];
+                    v[j] = (int16_t)(a + b);
+                    v[j + h] = (int16_t)(a - b);
+                }
+    }
+}
+
+/* Portable: unpack a row's codes once, then exact int64 group sums per token. */
+static void gemm_portable(const nd_cq_int_args *a)
+{
+    const nd_matrix *w = a->w;
+    int sb = nd_cq_int_sb(w), groups = w->cols_pad / ND_CQ_GROUP;
+    size_t rb = nd_cq_int_row_bytes(w);
+    for (int r = a->r0; r < a->r1; r++) {
+        const uint8_t *p = w->cq_idx + (size_t)r * rb;
+        int16_t vals[ND_CQ_GROUP], lows[ND_CQ_GROUP];
+        float acc[8] = {0}; /* per token in blocks of 8 */
+        for (int t0 = 0; t0 < a->T; t0 += 8) {
+            int nt = a->T - t0 < 8 ? a->T - t0 : 8;
+            for (int k = 0; k < nt; k++) acc[k] = 0.0f;
+            for (int g = 0; g < groups; g++) {
+                for (int i = 0; i < ND_CQ_GROUP; i++) {
+                    size_t bit = (size_t)(g * ND_CQ_GROUP + i) * (size_t)sb;
+                    unsigned v = p[bit >> 3] >> (bit & 7);
+                    if ((bit & 7) + (size_t)sb > 8) v |= (unsigned)p[(bit >> 3) + 1] << (8 - (bit & 7));
+                    vals[i] = a->cbq[v & ((1u << sb) - 1)];
+                    lows[i] = a->cbq_lo[v & ((1u << sb) - 1)];
+                }
+                float norm = nd_cq_int_norm(w, r, g);
+                for (int k = 0; k < nt; k++) {
+                    const int16_t *z = a->z + (size_t)(t0 + k) * (size_t)a->ldz + (size_t)g * ND_CQ_GROUP;
+                    int64_t s = 0, sl = 0;
+                    for (int i = 0; i < ND_CQ_GROUP; i++) s += (int32_t)vals[i] * (int32_t)z[i];
+                    for (int i = 0; i < ND_CQ_GROUP; i++) sl += (int32_t)lows[i] * (int32_t)z[i];
+                    acc[k] += ((float)s + (float)sl * ND_CQ_INT_LO_SCALE) * norm;
+                }
+            }
+            for (int k = 0; k < nt; k++) a->y[(size_t)(t0 + k) * (size_t)a->ldy + (size_t)r] = acc[k] * a->tscale[t0 + k];
+        }
+    }
+}
+
+static const nd_cq_int_kernel portable = {"portable", gemm_portable};
+const nd_cq_int_kernel *nd_cq_int_kernel_portable(void) { return &portable; }
+
+/* ---- the one run-time choice ---- */
+
+static const nd_cq_int_kernel *chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+/* A kernel for an ISA is used only when the binary contains it (its getter
+ * returns non-NULL) and the CPU reports the instructions it needs. */
+static int usable(const nd_cq_int_kernel *k, const nd_cpu_features *f)
+{
+    if (!k) return 0;
+    if (k == nd_cq_int_kernel_avx512()) return f->avx512f && f->avx512bw && f->avx512vnni;
+    if (k == nd_cq_int_kernel_avx2()) return f->avx2;
+    return 1;
+}
+
+/* the x86-64 kernels exist only in x86-64 builds (*_avx2.c / *_avx512.c are left out elsewhere) */
+#if defined(__x86_64__) || defined(__i386__)
+#define N_CQ_INT 3
+#define CQ_INT_ALL {nd_cq_int_kernel_portable(), nd_cq_int_kernel_avx2(), nd_cq_int_kernel_avx512()}
+#else
+#define N_CQ_INT 1
+#define CQ_INT_ALL {nd_cq_int_kernel_portable()}
+#endif
+
+int nd_cpu_cq_int_kernels(const nd_cq_int_kernel **out, int max)
+{
+    nd_cpu_features f;
+    nd_cpu_features_detect(&f);
+    const nd_cq_int_kernel *all[N_CQ_INT] = CQ_INT_ALL;
+    int n = 0;
+    for (int i = 0; i < N_CQ_INT; i++)
+        if (usable(all[i], &f) && n < max) out[n++] = all[i];
+    return n;
+}
+
+/* The path the float kernels run (nd_cpu_isa_choose: NEEDLE_ISA or the best
+ * the CPU has) decides the integer kernel too, so forcing a path forces both. */
+static void choose(void)
+{
+    nd_cpu_isa isa = ND_ISA_PORTABLE;
+    const char *why = NULL;
+    if (nd_cpu_isa_choose(&isa, &why)) isa = ND_ISA_PORTABLE;
+    chosen = nd_cq_int_kernel_portable();
+#if defined(__x86_64__) || defined(__i386__)
+    nd_cpu_features f;
+    nd_cpu_features_detect(&f);
+    if (isa == ND_ISA_AVX512 && usable(nd_cq_int_kernel_avx512(), &f)) chosen = nd_cq_int_kernel_avx512();
+    else if ((isa == ND_ISA_AVX512 || isa == ND_ISA_AVX2) && usable(nd_cq_int_kernel_avx2(), &f))
+        chosen = nd_cq_int_kernel_avx2();
+#endif
+}
+
+const nd_cq_int_kernel *nd_cpu_cq_int_kernel(void)
+{
+    pthread_once(&chosen_once, choose);
+    return chosen;
+}

@@ -1,0 +1,80 @@
+/* cpu_cq_int.h - CQ matrices times int8 activations in integer arithmetic
+ * (the A8 deploy numerics: quant/act_quant.h).
+ *
+ * A token's A8 codes c (per-vector scale s) are rotated per 128-group with the
+ * UNNORMALISED Walsh-Hadamard matrix: z = H c, exact integers with
+ * |z| <= 127 * 128 = 16256, so int16.  A CQ row is w = (cb[code] * norm) H128
+ * per group and H128 = H / sqrt(128), so
+ *     w . (s c) = s / sqrt(128) * sum_g norm_g * (cb[codes_g] . z_g).
+ * The codebook is held as two int16 terms, cb = cb_scale * (hi + lo / 2^14)
+ * with hi = rint(cb / cb_scale), cb_scale = max|cb| / ND_CQ_INT_CB_MAX, and lo
+ * the rounded remainder (|lo| <= 2^13): one term alone would move weights by
+ * up to 3e-5 of the largest entry, enough to flip A8 codes of later layers
+ * away from rounding ties; with both the codebook is exact to ~1e-9.  Each
+ * int32 lane of a kernel accumulates at most 8 products of a group
+ * (8 * 16383 * 16256 < 2^31) before it is converted to float and multiplied
+ * by the group's norm, so the integer part is exact; kernels differ only in
+ * float summation order.
+ *
+ * Kernels: portable C (cpu_cq_int.c), AVX2 (cpu_cq_int_avx2.c: byte
+ * shuffles for the lookup, VPMADDWD), AVX-512 VNNI (cpu_cq_int_avx512.c:
+ * VPERMW lookup, VPDPWSSD).  nd_cpu_cq_int_kernel() picks one at run time
+ * from nd_cpu_features_detect; it is the only place that chooses. */
+#ifndef ND_CPU_CQ_INT_H
+#define ND_CPU_CQ_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/fp16.h"
+#include "core/matrix.h"
+
+#define ND_CQ_INT_CB_MAX 16383
+
+/* One call: rows [r0, r1) of w against T tokens. */
+typedef struct nd_cq_int_args {
+    const nd_matrix *w;
+    const int16_t *cbq;   /* 16 int16 by stored code (zero past 2^storage_bits): the hi term */
+    const int16_t *cbq_lo; /* the lo term, same layout */
+    const int16_t *z;     /* T rows of w->cols_pad, ldz apart: H c per group */
+    int ldz, T, r0, r1;
+    const float *tscale;  /* [T]: s_t * cb_scale / sqrt(128) */
+    float *y;             /* y[t * ldy + r] = tscale[t] * sum_g norm_g * ((hi + lo / 2^14) . z)_g */
+    int ldy;
+} nd_cq_int_args;
+
+typedef struct nd_cq_int_kernel {
+    const char *name; /* "portable", "avx2", "avx512vnni" */
+    void (*gemm)(const nd_cq_int_args *a);
+} nd_cq_int_kernel;
+
+/* The kernel this machine runs best (chosen once per process). */
+const nd_cq_int_kernel *nd_cpu_cq_int_kernel(void);
+/* Every kernel this build contains that the CPU can run, best last; returns
+ * the count (for the tests, which hold each against the portable one). */
+int nd_cpu_cq_int_kernels(const nd_cq_int_kernel **out, int max);
+
+/* The kernels themselves (NULL-returning stubs where the ISA was not built). */
+const nd_cq_int_kernel *nd_cq_int_kernel_portable(void);
+const nd_cq_int_kernel *nd_cq_int_kernel_avx2(void);
+const nd_cq_int_kernel *nd_cq_int_kernel_avx512(void);
+
+/* The int16 codebook terms of w by stored code (16 entries each,
+ * zero-padded); returns cb_scale. */
+float nd_cq_int_codebook(const nd_matrix *w, int16_t hi[16], int16_t lo[16]);
+#define ND_CQ_INT_LO_SCALE (1.0f / 16384.0f)
+/* z[0..cols_pad) = H c per 128-group (unnormalised), codes past cols zero. */
+void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z);
+
+/* FP16 norm of row r, group g (shared by the kernels). */
+static inline float nd_cq_int_norm(const nd_matrix *w, int r, int g)
+{
+    const uint8_t *p = w->cq_norms + ((size_t)r * (size_t)(w->cols_pad / ND_CQ_GROUP) + (size_t)g) * 2;
+    return nd_half_to_float((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+/* Bytes of one packed row, and bits per stored code. */
+static inline int nd_cq_int_sb(const nd_matrix *w) { return w->cq_bits == ND_CQ_TERNARY ? 2 : w->cq_bits; }
+static inline size_t nd_cq_int_row_bytes(const nd_matrix *w) { return (size_t)w->cols_pad * (size_t)nd_cq_int_sb(w) / 8; }
+
+#endif
