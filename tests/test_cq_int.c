@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_cq_int.h"
 #include "check.h"
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "quant/act_quant.h"
 #include "quant/cq.h"
@@ -97,7 +98,14 @@ static void test_kernels_match(void)
     const nd_cq_int_kernel *ks[4];
     int nk = nd_cpu_cq_int_kernels(ks, 4);
     CHECK(nk >= 1 && !strcmp(ks[0]->name, "portable"));
-    CHECK(nd_cpu_cq_int_kernel() == ks[nk - 1]);
+    /* the integer kernel follows the run-time kernel path (NEEDLE_ISA or the best the CPU runs) */
+    nd_cpu_isa isa = ND_ISA_PORTABLE;
+    const char *why = NULL;
+    CHECK(nd_cpu_isa_choose(&isa, &why) == 0);
+    const char *want = isa == ND_ISA_AVX512 ? "avx512vnni" : isa == ND_ISA_AVX2 ? "avx2" : "portable";
+    CHECKF(!strcmp(nd_cpu_cq_int_kernel()->name, want), "path %s chose the %s integer kernel, expected %s",
+           nd_cpu_isa_name(isa), nd_cpu_cq_int_kernel()->name, want);
+    if (!getenv("NEEDLE_ISA")) CHECK(nd_cpu_cq_int_kernel() == ks[nk - 1]); /* unforced: the best usable */
     printf("        kernels here:");
     for (int i = 0; i < nk; i++) printf(" %s", ks[i]->name);
     printf(" (chosen %s)\n", nd_cpu_cq_int_kernel()->name);
