@@ -84,16 +84,6 @@ const nd_cq_int_kernel *nd_cq_int_kernel_portable(void) { return &portable; }
 static const nd_cq_int_kernel *chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
-/* A kernel for an ISA is used only when the binary contains it (its getter
- * returns non-NULL) and the CPU reports the instructions it needs. */
-static int usable(const nd_cq_int_kernel *k, const nd_cpu_features *f)
-{
-    if (!k) return 0;
-    if (k == nd_cq_int_kernel_avx512()) return f->avx512f && f->avx512bw && f->avx512vnni;
-    if (k == nd_cq_int_kernel_avx2()) return f->avx2;
-    return 1;
-}
-
 /* the x86-64 kernels exist only in x86-64 builds (*_avx2.c / *_avx512.c are left out elsewhere) */
 #if defined(__x86_64__) || defined(__i386__)
 #define N_CQ_INT 3
@@ -102,6 +92,21 @@ static int usable(const nd_cq_int_kernel *k, const nd_cpu_features *f)
 #define N_CQ_INT 1
 #define CQ_INT_ALL {nd_cq_int_kernel_portable()}
 #endif
+
+/* A kernel for an ISA is used only when the binary contains it (its getter
+ * returns non-NULL) and the CPU reports the instructions it needs. */
+static int usable(const nd_cq_int_kernel *k, const nd_cpu_features *f)
+{
+    if (!k) return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (k == nd_cq_int_kernel_avx512()) return f->avx512f && f->avx512bw && f->avx512vnni;
+    if (k == nd_cq_int_kernel_avx2()) return f->avx2;
+#else
+    (void)f;
+#endif
+    return 1;
+}
+
 
 int nd_cpu_cq_int_kernels(const nd_cq_int_kernel **out, int max)
 {
