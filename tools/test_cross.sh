@@ -6,7 +6,7 @@
 # natively) and says which.
 BUILD=$1
 shift
-QUICK_SKIP="test_train_resume test_train test_api_train test_heads_train test_train_grad test_retrieval test_tool_index"
+QUICK_SKIP="test_train_resume test_train test_api_train test_heads_train test_train_grad test_finetune_workflow test_retrieval test_tool_index"
 jobs=${NEEDLE_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 logs=$(mktemp -d /tmp/needle-cross.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
