@@ -140,15 +140,16 @@ static void assemble_calls(int points, int T)
 static int check_case(nd_model *m, const nd_json *cs, int kv_bits, int step, double *max_before, double *max_after)
 {
     const nd_json *ids = nd_json_get(cs, "ids");
-    int T = (int)ids->count, V = m->weights.cfg.vocab_size;
+    size_t n_ids = ids->count; /* a golden case has at least one id (checked by the caller's schema) */
+    int T = (int)n_ids, V = m->weights.cfg.vocab_size;
     int *tok = malloc(sizeof(int) * (size_t)T);
     for (int i = 0; i < T; i++) tok[i] = (int)ids->items[i].num;
     nd_state_options so = {.max_chunk = T, .kv_bits = kv_bits};
     nd_state *s = NULL;
     needle_error e = {0};
     float *lg = malloc(sizeof(float) * (size_t)T * V);
-    uint8_t *want = malloc((size_t)T);
-    memset(want, 1, (size_t)T);
+    uint8_t *want = malloc(n_ids);
+    memset(want, 1, n_ids);
     clear_calls();
     int rc = nd_state_create(m, &so, &s, &e);
     for (int t0 = 0; t0 < T && !rc; t0 += step) {
