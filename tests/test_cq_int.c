@@ -146,6 +146,47 @@ static void test_kernels_match(void)
             }
 }
 
+/* Prefill is the same kernel on a block of tokens: every token's result must
+ * be bit for bit what it gets alone (decode) or in any other block. */
+static void test_batch_equals_token_by_token(void)
+{
+    const nd_cq_int_kernel *ks[4];
+    int nk = nd_cpu_cq_int_kernels(ks, 4);
+    const int bits[] = {2, 3, 4, ND_CQ_TERNARY};
+    const int shapes[][2] = {{5, 128}, {19, 300}, {40, 512}};
+    const int T = 37;
+    for (int k = 0; k < nk; k++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                int rows = shapes[s][0], cols = shapes[s][1];
+                cq_owned o;
+                make_cq(&o, rows, cols, bits[b]);
+                float *x = malloc(sizeof(float) * (size_t)T * cols);
+                for (int i = 0; i < T * cols; i++) x[i] = frand() * (1 + (i % 5));
+                float *yb = malloc(sizeof(float) * (size_t)T * rows), *y1 = malloc(sizeof(float) * (size_t)rows);
+                float *yc = malloc(sizeof(float) * (size_t)T * rows);
+                run_kernel(ks[k], &o.m, x, T, yb, 0, rows);
+                /* chunks of 3 (every remainder path of the micro-kernels), rows split unevenly */
+                for (int t0 = 0; t0 < T; t0 += 3) {
+                    int n = T - t0 < 3 ? T - t0 : 3;
+                    float *tmp = malloc(sizeof(float) * (size_t)n * rows);
+                    run_kernel(ks[k], &o.m, x + (size_t)t0 * cols, n, tmp, 0, rows / 3);
+                    run_kernel(ks[k], &o.m, x + (size_t)t0 * cols, n, tmp, rows / 3, rows);
+                    memcpy(yc + (size_t)t0 * rows, tmp, sizeof(float) * (size_t)n * rows);
+                    free(tmp);
+                }
+                int same = 1, same_c = !memcmp(yb, yc, sizeof(float) * (size_t)T * rows);
+                for (int t = 0; t < T; t++) {
+                    run_kernel(ks[k], &o.m, x + (size_t)t * cols, 1, y1, 0, rows);
+                    if (memcmp(y1, yb + (size_t)t * rows, sizeof(float) * (size_t)rows)) same = 0;
+                }
+                CHECKF(same && same_c, "%s bits %d %dx%d: a token's result depends on its batch (alone %d, chunks %d)",
+                       ks[k]->name, bits[b], rows, cols, same, same_c);
+                free(x), free(yb), free(y1), free(yc);
+                free_cq(&o);
+            }
+}
+
 static void test_rotate_is_hadamard(void)
 {
     int8_t c[200];
@@ -183,5 +224,6 @@ int main(void)
     RUN(test_act_quant_rule);
     RUN(test_rotate_is_hadamard);
     RUN(test_kernels_match);
+    RUN(test_batch_equals_token_by_token);
     return check_summary();
 }

@@ -124,10 +124,97 @@ static inline __attribute__((always_inline)) void rows_nt(const nd_cq_int_args *
     }
 }
 
+/* ---- prefill: the blocked GEMM
+ *
+ * The AVX2 lookup costs more than the multiply-adds it feeds, so a batch of
+ * tokens does not decode per pair of tokens: tokens go in blocks of GEMM_TB
+ * (their rotated codes stay in L1), and for each row and block the row is
+ * decoded once into int16 buffers (both codebook terms), then multiplied
+ * into the block two tokens at a time from those buffers.  A token sees
+ * exactly the instruction sequence of rows_nt (the same values in the same
+ * lanes and accumulators, the same float steps in the same order), so its
+ * result is bit for bit what decode gives it alone. */
+#define GEMM_TB 16
+#define GEMM_MAX_COLS 2048 /* longer rows go through rows_nt */
+
+static inline __attribute__((always_inline)) void decode_row(const uint8_t *p, int groups, const decoder *d, int sb,
+                                                            int16_t *vb, int16_t *ub)
+{
+    for (int g = 0; g < groups; g++) {
+        const uint8_t *pg = p + (size_t)g * 16u * (size_t)sb;
+        for (int q = 0; q < 8; q++) {
+            __m256i u, v = decode16(pg + 2 * sb * q, sb, d, &u);
+            _mm256_storeu_si256((__m256i *)(vb + g * ND_CQ_GROUP + 16 * q), v);
+            _mm256_storeu_si256((__m256i *)(ub + g * ND_CQ_GROUP + 16 * q), u);
+        }
+    }
+}
+
+/* One decoded row against token t0 and (NT = 2) t0 + 1: rows_nt's arithmetic. */
+static inline __attribute__((always_inline)) void row_tokens(const nd_cq_int_args *a, int r, const int16_t *vb,
+                                                            const int16_t *ub, int t0, const int NT)
+{
+    const nd_matrix *w = a->w;
+    int groups = w->cols_pad / ND_CQ_GROUP;
+    const int16_t *z0 = a->z + (size_t)t0 * (size_t)a->ldz, *z1 = z0 + (NT > 1 ? (size_t)a->ldz : 0);
+    __m256 f0 = _mm256_setzero_ps(), f1 = f0, e0 = f0, e1 = f0;
+    for (int g = 0; g < groups; g++) {
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0, la0 = a0, la1 = a0, lb0 = a0, lb1 = a0;
+        size_t zo = (size_t)g * ND_CQ_GROUP;
+        for (int q = 0; q < 8; q += 2) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(vb + zo + 16 * q));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(vb + zo + 16 * q + 16));
+            __m256i u0 = _mm256_loadu_si256((const __m256i *)(ub + zo + 16 * q));
+            __m256i u1 = _mm256_loadu_si256((const __m256i *)(ub + zo + 16 * q + 16));
+            __m256i z00 = _mm256_loadu_si256((const __m256i *)(z0 + zo + 16 * q));
+            __m256i z01 = _mm256_loadu_si256((const __m256i *)(z0 + zo + 16 * q + 16));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(v0, z00)), a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(v1, z01));
+            la0 = _mm256_add_epi32(la0, _mm256_madd_epi16(u0, z00)), la1 = _mm256_add_epi32(la1, _mm256_madd_epi16(u1, z01));
+            if (NT > 1) {
+                __m256i z10 = _mm256_loadu_si256((const __m256i *)(z1 + zo + 16 * q));
+                __m256i z11 = _mm256_loadu_si256((const __m256i *)(z1 + zo + 16 * q + 16));
+                b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(v0, z10)), b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(v1, z11));
+                lb0 = _mm256_add_epi32(lb0, _mm256_madd_epi16(u0, z10)), lb1 = _mm256_add_epi32(lb1, _mm256_madd_epi16(u1, z11));
+            }
+        }
+        __m256 nv = _mm256_set1_ps(norm_at(w, r, g, groups));
+        f0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(a0), _mm256_cvtepi32_ps(a1)), nv, f0);
+        e0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(la0), _mm256_cvtepi32_ps(la1)), nv, e0);
+        if (NT > 1) {
+            f1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(b0), _mm256_cvtepi32_ps(b1)), nv, f1);
+            e1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_cvtepi32_ps(lb0), _mm256_cvtepi32_ps(lb1)), nv, e1);
+        }
+    }
+    const __m256 ls = _mm256_set1_ps(ND_CQ_INT_LO_SCALE);
+    a->y[(size_t)t0 * (size_t)a->ldy + (size_t)r] = hsum8(_mm256_fmadd_ps(e0, ls, f0)) * a->tscale[t0];
+    if (NT > 1) a->y[(size_t)(t0 + 1) * (size_t)a->ldy + (size_t)r] = hsum8(_mm256_fmadd_ps(e1, ls, f1)) * a->tscale[t0 + 1];
+}
+
+static inline __attribute__((always_inline)) void gemm_blocked(const nd_cq_int_args *a, const decoder *d, int sb)
+{
+    const nd_matrix *w = a->w;
+    int groups = w->cols_pad / ND_CQ_GROUP;
+    size_t rb = nd_cq_int_row_bytes(w);
+    int16_t vb[GEMM_MAX_COLS] __attribute__((aligned(32))), ub[GEMM_MAX_COLS] __attribute__((aligned(32)));
+    for (int t0 = 0; t0 < a->T; t0 += GEMM_TB) {
+        int t1 = a->T - t0 < GEMM_TB ? a->T : t0 + GEMM_TB;
+        for (int r = a->r0; r < a->r1; r++) {
+            decode_row(w->cq_idx + (size_t)r * rb, groups, d, sb, vb, ub);
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) row_tokens(a, r, vb, ub, t, 2);
+            if (t < t1) row_tokens(a, r, vb, ub, t, 1);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void gemm_sb(const nd_cq_int_args *a, int sb)
 {
     decoder d;
     decoder_init(&d, sb, a->cbq, a->cbq_lo);
+    if (a->T >= 4 && a->w->cols_pad <= GEMM_MAX_COLS) { /* prefill */
+        gemm_blocked(a, &d, sb);
+        return;
+    }
     int t = 0;
     for (; t + 2 <= a->T; t += 2) rows_nt(a, t, 2, &d, sb);
     if (t < a->T) rows_nt(a, t, 1, &d, sb);

@@ -623,29 +623,27 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
 
 /* ---------------------------------------------------------------- A8 activations
  *
- * matmul_a8: every token row is fake-quantised once (quant/act_quant.h).  CQ
+ * matmul_a8: every token row is quantised once (quant/act_quant.h).  CQ
  * matrices take the int8 codes, rotated per group into exact int16 sums
- * (cpu_cq_int.h), through the integer kernel chosen for this CPU; float
- * matrices (the dequantised path) take the fake-quantised floats through the
- * ordinary matmul.  Work: [T*cols fake-quantised floats][T*(MULTI_MAX+1)
- * per-token scales][T*cols_pad int16 rotated codes][cols int8 codes][the float
- * matmul's work]. */
-
-/* Up to this many tokens the integer kernels run (decode); a longer batch
- * (prefill) multiplies the fake-quantised rows s_t c_t, which are exactly
- * representable floats, through the float batch path, whose decoded weight
- * tiles serve every token of the chunk: the same A8 numerics up to float
- * rounding, and faster there than re-decoding codes per 4 tokens. */
-#define A8_INT_MAX_T 4
+ * (cpu_cq_int.h), through the integer kernel chosen for this CPU, for any
+ * number of tokens: the kernels are blocked GEMMs (each decoded weight
+ * vector serves a block of tokens, cpu_cq_int.h), and a token's result does
+ * not depend on the batch it came in (decode, prefill, any chunking give the
+ * same bits).  Float matrices (the dequantised path) take the fake-quantised
+ * floats through the ordinary matmul.  Work: [T*(MULTI_MAX+1) per-token
+ * scales][T*cols_pad int16 rotated codes][cols int8 codes][T*cols
+ * fake-quantised floats, only when a float matrix is among them]. */
 
 /* Rows per integer-kernel task: more than the float path's, since each call
- * builds its decoding tables (still a fixed split: results do not depend on
- * the thread count). */
+ * builds its decoding tables (a fixed split: results do not depend on the
+ * thread count).  A prefill chunk has enough work to split finer. */
 #define A8_ROWS_PER_TASK (4 * ND_CPU_ROWS_PER_TASK)
+#define A8_ROWS_PER_TASK_BATCH ND_CPU_ROWS_PER_TASK
+#define A8_BATCH_T 8
 
 typedef struct a8_job {
     const nd_cq_int_kernel *k;
-    int n;
+    int n, rows_per_task;
     nd_cq_int_args args[MULTI_MAX];
     int16_t cbq[MULTI_MAX][16], cbq_lo[MULTI_MAX][16];
     int first_task[MULTI_MAX + 1];
@@ -658,22 +656,45 @@ static void a8_task(void *ctx, int task, int thread)
     int mi = 0;
     while (task >= j->first_task[mi + 1]) mi++;
     nd_cq_int_args a = j->args[mi];
-    a.r0 = (task - j->first_task[mi]) * A8_ROWS_PER_TASK;
-    a.r1 = a.r0 + A8_ROWS_PER_TASK < a.w->rows ? a.r0 + A8_ROWS_PER_TASK : a.w->rows;
+    a.r0 = (task - j->first_task[mi]) * j->rows_per_task;
+    a.r1 = a.r0 + j->rows_per_task < a.w->rows ? a.r0 + j->rows_per_task : a.w->rows;
     j->k->gemm(&a);
 }
 
-static size_t a8_head_floats(int T, int cols, int cols_pad)
+typedef struct a8_quant_job {
+    const float *x;
+    int ldx, cols, cols_pad;
+    float *scale, *xq; /* xq: fake-quantised rows, or NULL */
+    int16_t *z;        /* rotated codes, or NULL */
+    int8_t *codes;     /* per-thread rows of cols_pad codes */
+} a8_quant_job;
+
+static void a8_quant_task(void *ctx, int t, int thread)
 {
-    size_t f = (size_t)T * (size_t)cols + (size_t)T * (MULTI_MAX + 1) + ((size_t)T * (size_t)cols_pad + 1) / 2 +
-               ((size_t)cols + 3) / 4;
+    const a8_quant_job *q = ctx;
+    int8_t *codes = q->codes + (size_t)thread * (size_t)q->cols_pad;
+    const float *xt = q->x + (size_t)t * (size_t)q->ldx;
+    if (q->xq) {
+        float *xf = q->xq + (size_t)t * (size_t)q->cols;
+        memcpy(xf, xt, sizeof(float) * (size_t)q->cols);
+        q->scale[t] = nd_act_fake_quant(xf, q->cols, codes);
+    } else {
+        q->scale[t] = nd_act_quant_i8(xt, q->cols, codes);
+    }
+    if (q->z) nd_cq_int_rotate(codes, q->cols, q->cols_pad, q->z + (size_t)t * (size_t)q->cols_pad);
+}
+
+static size_t a8_head_floats(int T, int cols, int cols_pad, int threads, int any_f32)
+{
+    size_t f = (size_t)T * (MULTI_MAX + 1) + ((size_t)T * (size_t)cols_pad + 1) / 2 +
+               ((size_t)threads * (size_t)cols_pad + 3) / 4 + (any_f32 ? (size_t)T * (size_t)cols : 0);
     return (f + 15) & ~(size_t)15;
 }
 
 size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads)
 {
-    int cols_pad = w->kind == ND_MAT_CQ ? w->cols_pad : w->cols;
-    return a8_head_floats(T, w->cols, cols_pad) + nd_cpu_matmul_work_floats(w, T, threads);
+    if (w->kind == ND_MAT_CQ) return a8_head_floats(T, w->cols, w->cols_pad, threads, 0);
+    return a8_head_floats(T, w->cols, w->cols, threads, 1) + nd_cpu_matmul_work_floats(w, T, threads);
 }
 
 void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
@@ -685,24 +706,25 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
         nd_cpu_matmul_a8(pool, n - MULTI_MAX, w + MULTI_MAX, x, T, ldx, y + MULTI_MAX, ldy + MULTI_MAX, work);
         return;
     }
-    int cols = w[0]->cols, cols_pad = cols, any_cq = 0;
-    for (int i = 0; i < n; i++)
+    int cols = w[0]->cols, cols_pad = cols, any_cq = 0, any_f32 = 0;
+    for (int i = 0; i < n; i++) {
         if (w[i]->kind == ND_MAT_CQ) cols_pad = w[i]->cols_pad, any_cq = 1;
-    float *xq = work, *scale = xq + (size_t)T * (size_t)cols;
+        else any_f32 = 1;
+    }
+    int threads = nd_threadpool_threads(pool);
+    float *scale = work;
     int16_t *z = (int16_t *)(scale + (size_t)T * (MULTI_MAX + 1));
     int8_t *codes = (int8_t *)(z + (size_t)T * (size_t)cols_pad);
-    float *rest = work + a8_head_floats(T, cols, cols_pad);
-    for (int t = 0; t < T; t++) {
-        float *xt = xq + (size_t)t * (size_t)cols;
-        memcpy(xt, x + (size_t)t * (size_t)ldx, sizeof(float) * (size_t)cols);
-        scale[t] = nd_act_fake_quant(xt, cols, codes);
-        if (any_cq && T <= A8_INT_MAX_T) nd_cq_int_rotate(codes, cols, cols_pad, z + (size_t)t * (size_t)cols_pad);
-    }
-    a8_job j = {.k = nd_cpu_cq_int_kernel()};
+    float *xq = any_f32 ? work + a8_head_floats(T, cols, cols_pad, threads, 0) : NULL;
+    float *rest = work + a8_head_floats(T, cols, cols_pad, threads, any_f32);
+    a8_quant_job qj = {.x = x, .ldx = ldx, .cols = cols, .cols_pad = cols_pad, .scale = scale, .xq = xq,
+                       .z = any_cq ? z : NULL, .codes = codes};
+    nd_threadpool_run((size_t)T * (size_t)cols_pad * 16u < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, T, a8_quant_task, &qj);
+    a8_job j = {.k = nd_cpu_cq_int_kernel(), .rows_per_task = T >= A8_BATCH_T ? A8_ROWS_PER_TASK_BATCH : A8_ROWS_PER_TASK};
     size_t macs = 0;
     j.first_task[0] = 0;
     for (int i = 0; i < n; i++) {
-        if (w[i]->kind != ND_MAT_CQ || T > A8_INT_MAX_T) { /* the float path on the fake-quantised rows */
+        if (w[i]->kind != ND_MAT_CQ) { /* the float path on the fake-quantised rows */
             nd_cpu_matmul_multi(pool, 1, &w[i], xq, T, cols, &y[i], &ldy[i], rest);
             continue;
         }
@@ -713,7 +735,7 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
         nd_cq_int_args a = {.w = w[i], .cbq = j.cbq[m], .cbq_lo = j.cbq_lo[m], .z = z, .ldz = cols_pad, .T = T, .tscale = ts, .y = y[i],
                             .ldy = ldy[i]};
         j.args[m] = a;
-        j.first_task[m + 1] = j.first_task[m] + (w[i]->rows + A8_ROWS_PER_TASK - 1) / A8_ROWS_PER_TASK;
+        j.first_task[m + 1] = j.first_task[m] + (w[i]->rows + j.rows_per_task - 1) / j.rows_per_task;
         macs += (size_t)w[i]->rows * (size_t)cols * (size_t)T;
     }
     if (j.n == 0) return;
