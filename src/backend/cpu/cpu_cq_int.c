@@ -50,9 +50,9 @@ static void gemm_portable(const nd_cq_int_args *a)
     for (int r = a->r0; r < a->r1; r++) {
         const uint8_t *p = w->cq_idx + (size_t)r * rb;
         int16_t vals[ND_CQ_GROUP], lows[ND_CQ_GROUP];
-        float acc[8] = {0}; /* per token in blocks of 8 */
-        for (int t0 = 0; t0 < a->T; t0 += 8) {
-            int nt = a->T - t0 < 8 ? a->T - t0 : 8;
+        float acc[64] = {0}; /* per token in blocks of 64 (a group is decoded once per block) */
+        for (int t0 = 0; t0 < a->T; t0 += 64) {
+            int nt = a->T - t0 < 64 ? a->T - t0 : 64;
             for (int k = 0; k < nt; k++) acc[k] = 0.0f;
             for (int g = 0; g < groups; g++) {
                 for (int i = 0; i < ND_CQ_GROUP; i++) {
@@ -65,9 +65,16 @@ static void gemm_portable(const nd_cq_int_args *a)
                 float norm = nd_cq_int_norm(w, r, g);
                 for (int k = 0; k < nt; k++) {
                     const int16_t *z = a->z + (size_t)(t0 + k) * (size_t)a->ldz + (size_t)g * ND_CQ_GROUP;
+                    /* 16 int32 lanes of 8 products each (exact, cpu_cq_int.h), a shape
+                     * compilers vectorise; the group sums are the same integers */
+                    int32_t ls[16] = {0}, ll[16] = {0};
+                    for (int i = 0; i < ND_CQ_GROUP; i += 16)
+                        for (int k = 0; k < 16; k++) {
+                            ls[k] += (int32_t)vals[i + k] * (int32_t)z[i + k];
+                            ll[k] += (int32_t)lows[i + k] * (int32_t)z[i + k];
+                        }
                     int64_t s = 0, sl = 0;
-                    for (int i = 0; i < ND_CQ_GROUP; i++) s += (int32_t)vals[i] * (int32_t)z[i];
-                    for (int i = 0; i < ND_CQ_GROUP; i++) sl += (int32_t)lows[i] * (int32_t)z[i];
+                    for (int k = 0; k < 16; k++) s += ls[k], sl += ll[k];
                     acc[k] += ((float)s + (float)sl * ND_CQ_INT_LO_SCALE) * norm;
                 }
             }
