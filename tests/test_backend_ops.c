@@ -287,7 +287,7 @@ static void test_matmul_a8(void)
 {
     COVER(ND_OP_MATMUL_A8);
     matmul_a8_case(3); /* decode sizes: the integer kernels */
-    matmul_a8_case(9); /* a batch: the float path over the fake-quantised rows */
+    matmul_a8_case(9); /* a batch: the blocked integer kernels */
 }
 
 static void test_gather_rows(void)

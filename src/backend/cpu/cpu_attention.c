@@ -220,17 +220,174 @@ static void attn_task_i8(const attn_job *j, int t, int kvh, float *score)
         for (int c = 0; c < nv; c++) ndv_store(o + (size_t)g * (size_t)hd + c * ND_VW, ndv_mul(acc[g][c], ndv_set1(inv[g])));
 }
 
+/* ---- the int8 cache, blocked over queries (prefill)
+ *
+ * A task takes ATT_QB consecutive queries of one KV head.  Queries that see
+ * the same cached slots (all of a chunk, unless the window cuts in) share
+ * each cached key row, widened once for all of them and all G heads, and
+ * share each widened value row in pairs.  The head width (NV vectors) and G
+ * are compile-time constants here, so the widened rows and the accumulators
+ * stay in registers.  Every query gets exactly attn_task_i8's arithmetic
+ * (the same widened values, the same sums in the same order), so its result
+ * does not depend on the block it came in. */
+#define ATT_QB 4
+/* the loops over a head's vectors and the G heads must be unrolled for the
+ * arrays they index to live in registers */
+#define ATT_UNROLL _Pragma("GCC unroll 8")
+
+static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j, int t0, int nq, int kvh, float *work,
+                                                             const int NV, const int G)
+{
+    const nd_attn_args *a = j->a;
+    int hd = NV * ND_VW, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP, A = a->num_heads * hd;
+    int hg = hd / ND_KV_GROUP;
+    size_t keys = keys_of(a);
+    float *score = work; /* [nq][G][keys] */
+    const int8_t **k8 = (const int8_t **)(score + scores_floats(ATT_QB * G, keys)), **v8 = k8 + keys;
+    const float **ks = (const float **)(v8 + keys), **vs = ks + keys;
+    float *inv = (float *)(vs + keys); /* [nq][G] */
+    int n8 = 0, nf[ATT_QB];
+    for (const int *vis = j->visible + (size_t)t0 * keys; *vis >= 0; vis++) {
+        size_t s = (size_t)*vis;
+        k8[n8] = a->k_cache8 + s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        v8[n8] = a->v_cache8 + s * (size_t)kvw + (size_t)kvh * (size_t)hd;
+        ks[n8] = a->k_scale + s * (size_t)groups + (size_t)kvh * (size_t)hg;
+        vs[n8] = a->v_scale + s * (size_t)groups + (size_t)kvh * (size_t)hg;
+        n8++;
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    const float *q0 = a->q + (size_t)t0 * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+    /* scores of the cached rows: each key row widened once for every query and head */
+    for (int i = 0; i < n8; i++) {
+        if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
+        ndv kv[NV];
+        ATT_UNROLL
+        for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / ND_KV_GROUP] * scale));
+        for (int b = 0; b < nq; b++)
+            ATT_UNROLL
+            for (int g = 0; g < G; g++) {
+                const float *qg = q0 + (size_t)b * (size_t)A + (size_t)g * (size_t)hd;
+                ndv acc = ndv_zero();
+                ATT_UNROLL
+                for (int c = 0; c < NV; c++) acc = ndv_fma(ndv_load(qg + c * ND_VW), kv[c], acc);
+                score[((size_t)b * G + (size_t)g) * keys + (size_t)i] = ndv_hsum(acc);
+            }
+    }
+    /* each query's own chunk rows (float, causal), then its softmax */
+    for (int b = 0; b < nq; b++) {
+        int t = t0 + b, qpos = a->pos0 + t, n = n8;
+        for (int u = 0; u <= t; u++) {
+            if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
+            const float *kf = a->k_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+            ATT_UNROLL
+            for (int g = 0; g < G; g++)
+                score[((size_t)b * G + (size_t)g) * keys + (size_t)n] =
+                    nd_simd_dot(q0 + (size_t)b * (size_t)A + (size_t)g * (size_t)hd, kf, hd) * scale;
+            n++;
+        }
+        nf[b] = n - n8;
+        if (n > 0) softmax_rows(score + (size_t)b * G * keys, keys, G, n, inv + b * G);
+    }
+    /* weighted sums: queries in pairs share each widened value row */
+    const int PAIR = G * NV <= 8;
+    for (int b = 0; b < nq; b += PAIR ? 2 : 1) {
+        int two = PAIR && b + 1 < nq;
+        const float *e0 = score + (size_t)b * G * keys, *e1 = e0 + (size_t)G * keys;
+        ndv acc0[G][NV], acc1[G][NV];
+        ATT_UNROLL
+        for (int g = 0; g < G; g++)
+            ATT_UNROLL
+            for (int c = 0; c < NV; c++) acc0[g][c] = ndv_zero(), acc1[g][c] = ndv_zero();
+        for (int i = 0; i < n8; i++) {
+            ndv vv[NV];
+            ATT_UNROLL
+            for (int c = 0; c < NV; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / ND_KV_GROUP]));
+            ATT_UNROLL
+            for (int g = 0; g < G; g++) {
+                ndv e = ndv_set1(e0[(size_t)g * keys + (size_t)i]);
+                ATT_UNROLL
+                for (int c = 0; c < NV; c++) acc0[g][c] = ndv_fma(e, vv[c], acc0[g][c]);
+            }
+            if (two)
+                ATT_UNROLL
+                for (int g = 0; g < G; g++) {
+                    ndv e = ndv_set1(e1[(size_t)g * keys + (size_t)i]);
+                    ATT_UNROLL
+                    for (int c = 0; c < NV; c++) acc1[g][c] = ndv_fma(e, vv[c], acc1[g][c]);
+                }
+        }
+        for (int h = 0; h <= two; h++) {
+            int bb = b + h, t = t0 + bb, qpos = a->pos0 + t, n = n8;
+            const float *eb = h ? e1 : e0;
+            float *o = a->out + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+            if (n8 + nf[bb] == 0) {
+                for (int c = 0; c < G * hd; c++) o[c] = 0.0f;
+                continue;
+            }
+            for (int u = 0; u <= t; u++) {
+                if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
+                const float *vf = a->v_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+                ATT_UNROLL
+                for (int g = 0; g < G; g++) {
+                    ndv e = ndv_set1(eb[(size_t)g * keys + (size_t)n]);
+                    if (h) for (int c = 0; c < NV; c++) acc1[g][c] = ndv_fma(e, ndv_load(vf + c * ND_VW), acc1[g][c]);
+                    else for (int c = 0; c < NV; c++) acc0[g][c] = ndv_fma(e, ndv_load(vf + c * ND_VW), acc0[g][c]);
+                }
+                n++;
+            }
+            ATT_UNROLL
+            for (int g = 0; g < G; g++)
+                ATT_UNROLL
+                for (int c = 0; c < NV; c++)
+                    ndv_store(o + (size_t)g * (size_t)hd + c * ND_VW, ndv_mul(h ? acc1[g][c] : acc0[g][c], ndv_set1(inv[bb * G + g])));
+        }
+    }
+}
+
+/* Queries [t0, t0 + nq) of one KV head, run by runs that see the same cached
+ * slots; 0 when (NV, G) has no compiled variant (the caller falls back). */
+static int attn_block_i8(const attn_job *j, int t0, int nq, int kvh, float *work)
+{
+    const nd_attn_args *a = j->a;
+    int NV = a->head_dim / ND_VW, G = a->num_heads / a->num_kv_heads;
+    int kind = (NV == 2 || NV == 4 || NV == 8) && (G == 1 || G == 2 || G == 4);
+    if (!kind) return 0;
+    size_t keys = keys_of(a);
+    for (int t = t0; t < t0 + nq;) {
+        const int *first = j->visible + (size_t)t * keys;
+        int run = 1;
+        while (t + run < t0 + nq) {
+            const int *v = j->visible + (size_t)(t + run) * keys;
+            int i = 0;
+            while (first[i] >= 0 && v[i] == first[i]) i++;
+            if (first[i] != v[i]) break;
+            run++;
+        }
+#define ATT_CASE(nv, g) \
+    if (NV == nv && G == g) attn_run_i8(j, t, run, kvh, work, nv, g);
+        ATT_CASE(2, 1) ATT_CASE(2, 2) ATT_CASE(2, 4) ATT_CASE(4, 1) ATT_CASE(4, 2) ATT_CASE(4, 4)
+        ATT_CASE(8, 1) ATT_CASE(8, 2) ATT_CASE(8, 4)
+#undef ATT_CASE
+        t += run;
+    }
+    return 1;
+}
+
 static void attn_task(void *ctx, int task, int thread)
 {
     const attn_job *j = ctx;
     const nd_attn_args *a = j->a;
-    int t = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
     /* the int8 path: keys and values of one width (Needle 2, and Needle 3 when q/k and v agree) */
     if (a->kv_bits == 8 && (a->v_head_dim <= 0 || a->v_head_dim == a->head_dim) && a->head_dim % ND_VW == 0 &&
         a->head_dim / ND_VW <= I8_MAX_VECS && a->num_heads / a->num_kv_heads <= I8_MAX_G) {
-        attn_task_i8(j, t, kvh, j->work + (size_t)thread * j->per_thread);
+        int blk = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
+        int t0 = blk * ATT_QB, nq = a->T - t0 < ATT_QB ? a->T - t0 : ATT_QB;
+        float *work = j->work + (size_t)thread * j->per_thread;
+        if (attn_block_i8(j, t0, nq, kvh, work)) return;
+        for (int t = t0; t < t0 + nq; t++) attn_task_i8(j, t, kvh, work);
         return;
     }
+    int t = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
     int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP;
     /* values and outputs may be narrower or wider than keys (Needle 3) */
     int vd = a->v_head_dim > 0 ? a->v_head_dim : hd, vw_ = a->num_kv_heads * vd, vgroups = vw_ / ND_KV_GROUP;
@@ -311,6 +468,9 @@ static size_t per_thread_floats(const nd_attn_args *a)
     size_t f = scores_floats((int)G, keys) + 2 * keys * PTR_FLOATS + G + 16; /* + 1/sums */
     int wd = a->v_head_dim > a->head_dim ? a->v_head_dim : a->head_dim;
     if (a->kv_bits == 8) f += 2 * keys * (size_t)wd;
+    /* the blocked int8 path: ATT_QB queries' scores, four pointer arrays, their 1/sums */
+    size_t fb = scores_floats(ATT_QB * (int)G, keys) + 4 * keys * PTR_FLOATS + ATT_QB * G + 16;
+    if (fb > f) f = fb;
     return (f + 15) & ~(size_t)15;
 }
 
@@ -344,5 +504,8 @@ void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work)
     }
     attn_job j = {.a = a, .work = work + visible_floats(a), .per_thread = per_thread_floats(&b), .visible = visible};
     size_t flops = keys * (size_t)a->T * (size_t)a->num_heads * (size_t)a->head_dim;
-    nd_threadpool_run(flops < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, a->T * a->num_kv_heads, attn_task, &j);
+    int i8 = a->kv_bits == 8 && (a->v_head_dim <= 0 || a->v_head_dim == a->head_dim) && a->head_dim % ND_VW == 0 &&
+             a->head_dim / ND_VW <= I8_MAX_VECS && a->num_heads / a->num_kv_heads <= I8_MAX_G;
+    int rows = i8 ? (a->T + ATT_QB - 1) / ATT_QB : a->T; /* the int8 path takes blocks of queries */
+    nd_threadpool_run(flops < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, rows * a->num_kv_heads, attn_task, &j);
 }

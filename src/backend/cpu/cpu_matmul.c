@@ -694,7 +694,9 @@ static size_t a8_head_floats(int T, int cols, int cols_pad, int threads, int any
 size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads)
 {
     if (w->kind == ND_MAT_CQ) return a8_head_floats(T, w->cols, w->cols_pad, threads, 0);
-    return a8_head_floats(T, w->cols, w->cols, threads, 1) + nd_cpu_matmul_work_floats(w, T, threads);
+    /* a float matrix may share its call with CQ ones: their padded codes too */
+    int pad = (w->cols + ND_CQ_GROUP - 1) / ND_CQ_GROUP * ND_CQ_GROUP;
+    return a8_head_floats(T, w->cols, pad, threads, 1) + nd_cpu_matmul_work_floats(w, T, threads);
 }
 
 void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
