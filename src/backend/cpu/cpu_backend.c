@@ -130,22 +130,77 @@ static void cpu_sigmoid_gate(const nd_backend *be, float *x, const float *g, siz
     nd_cpu_sigmoid_gate(x, g, n);
 }
 
+/* The per-token layer ops (the MLP, the mHC mixing) of a prefill chunk are
+ * split over the pool by tokens: every token's arithmetic is independent of
+ * the others and of the split, so results do not depend on the thread count.
+ * Decode-sized calls run inline (a job costs more than they do). */
+#define TOKENS_PER_TASK 4
+#define SPLIT_MIN_T 8
+#define MLP_MAX_HADA 4096 /* the per-task MLP scratch lives on the stack */
+
+typedef struct token_job {
+    const nd_hada_mlp_args *mlp;
+    const nd_mhc_args *mhc;
+    void (*mhc_fn)(const nd_mhc_args *a);
+} token_job;
+
+static void token_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const token_job *j = ctx;
+    int t0 = task * TOKENS_PER_TASK;
+    if (j->mlp) {
+        nd_hada_mlp_args a = *j->mlp;
+        float z[MLP_MAX_HADA];
+        a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+        a.b += (size_t)t0 * (size_t)a.d;
+        a.z = z;
+        nd_cpu_hada_mlp(&a);
+        return;
+    }
+    nd_mhc_args a = *j->mhc;
+    size_t n = (size_t)a.n, d = (size_t)a.d, t = (size_t)t0;
+    a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+    a.X += t * n * d;
+    a.phi_pre += t * n;
+    a.phi_post += t * n;
+    a.phi_res += t * n * n;
+    a.u += t * d;
+    if (a.y) a.y += t * d;
+    if (a.scratch) a.scratch += t * n * d;
+    j->mhc_fn(&a);
+}
+
+static int token_tasks(int T) { return (T + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK; }
+
 static void cpu_hada_mlp(const nd_backend *be, const nd_hada_mlp_args *a)
 {
-    (void)be;
-    nd_cpu_hada_mlp(a);
+    if (a->T < SPLIT_MIN_T || a->hada_n > MLP_MAX_HADA || nd_threadpool_threads(be->pool) < 2) {
+        nd_cpu_hada_mlp(a);
+        return;
+    }
+    token_job j = {.mlp = a};
+    nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
 
 static void cpu_mhc_pre(const nd_backend *be, const nd_mhc_args *a)
 {
-    (void)be;
-    nd_cpu_mhc_pre(a);
+    if (a->T < SPLIT_MIN_T || nd_threadpool_threads(be->pool) < 2) {
+        nd_cpu_mhc_pre(a);
+        return;
+    }
+    token_job j = {.mhc = a, .mhc_fn = nd_cpu_mhc_pre};
+    nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
 
 static void cpu_mhc_mix(const nd_backend *be, const nd_mhc_args *a)
 {
-    (void)be;
-    nd_cpu_mhc_mix(a);
+    if (a->T < SPLIT_MIN_T || nd_threadpool_threads(be->pool) < 2) {
+        nd_cpu_mhc_mix(a);
+        return;
+    }
+    token_job j = {.mhc = a, .mhc_fn = nd_cpu_mhc_mix};
+    nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
 
 static void cpu_engram_taps(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
