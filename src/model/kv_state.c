@@ -9,6 +9,10 @@
 #include "model/params.h"
 
 #define DEFAULT_CHUNK 64 /* large enough to amortise weight decoding, small enough to keep scratch small */
+/* The A8 integer kernels re-decode weights every 4 tokens whatever the chunk,
+ * so a smaller chunk costs no speed there and saves ~3 MB of scratch
+ * (docs/speed.md). */
+#define DEFAULT_CHUNK_A8 16
 
 int nd_state_slot_of(const nd_state *s, int pos)
 {
@@ -52,7 +56,7 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     int window = opt->window > 0 ? opt->window : m->default_window;
     if (window <= 0) window = c->max_seq_len;
     int sinks = opt->sinks;
-    int C = opt->max_chunk > 0 ? opt->max_chunk : DEFAULT_CHUNK;
+    int C = opt->max_chunk > 0 ? opt->max_chunk : m->acts == NEEDLE_ACTS_A8 ? DEFAULT_CHUNK_A8 : DEFAULT_CHUNK;
     /* default: int8 under the A8 numerics (Needle 2; 4x less cache memory
      * and traffic), float32 on the float path */
     int kv_bits = opt->kv_bits;
