@@ -49,7 +49,7 @@ TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 .PHONY: all lib test test-isa asan tsan fuzz clean check-golden long-inputs
 all: $(BUILD)/needle $(BUILD)/libneedle.so
 
-# `needle serve` (src/server/) links GNU libmicrohttpd into build/needle only, when pkg-config
+# `needle serve` (src/server/) uses GNU libmicrohttpd in build/needle only, when pkg-config
 # finds it; libneedle never depends on it, and without it `needle serve` says how to get it.
 # (native builds only: a cross build, e.g. make test-arm64, has no target copy of it)
 ifeq ($(TARGET_ARCH_NAME),$(shell uname -m))
