@@ -2,7 +2,7 @@
 tests/python/n3_oracle.py, run in the venv that has it, makes a random model on a
 geometry that is in no golden file, exports it with the reference exporter and
 computes the reference's float32 logits and heads on the file's decoded weights;
-`needle logits` on that file (float path, CQ path, token-by-token decode) must
+`needle logits --acts float` on that file (float path, CQ path, token-by-token decode) must
 meet the golden README's bars: every logit within 1e-3 x max|logit|, argmax
 equal, heads within 1e-4.
 
@@ -52,7 +52,8 @@ def test_logits_and_heads_match_reference_export(reference, extra):
     path, ref = reference
     ids = ref["ids"]
     r = subprocess.run([NEEDLE, "logits", "--model", path, "--ids", ",".join(map(str, ids)), "--positions",
-                        ",".join(map(str, range(len(ids)))), "--heads", *extra], capture_output=True, text=True)
+                        ",".join(map(str, range(len(ids)))), "--heads", "--acts", "float", *extra],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["generation"] == 3
