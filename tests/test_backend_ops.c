@@ -409,6 +409,38 @@ static void test_quantize_kv(void)
     free(x);
 }
 
+/* act_quant: per vector s = max|x| / 127 (a float32 division), codes
+ * rint(x / s) (half to even), x replaced by c * s; an all-zero vector s = 1 */
+static void test_act_quant(void)
+{
+    COVER(ND_OP_ACT_QUANT);
+    int n = 24, count = 5;
+    float *x = frand_array((size_t)n * count, 3.0f), y[120];
+    for (int i = 0; i < n; i++) x[2 * n + i] = 0.0f; /* an all-zero vector */
+    x[3 * n] = 127.0f, x[3 * n + 1] = 2.5f, x[3 * n + 2] = -0.5f, x[3 * n + 3] = 1.5f; /* exact ties */
+    for (int i = 4; i < n; i++) x[3 * n + i] = 0.0f;
+    memcpy(y, x, sizeof(float) * (size_t)n * count);
+    int8_t q[120];
+    float s[5];
+    be->ops.act_quant(be, y, n, count, q, s);
+    int bad = 0;
+    for (int v = 0; v < count; v++) {
+        float mx = 0.0f;
+        for (int i = 0; i < n; i++) mx = fmaxf(mx, fabsf(x[v * n + i]));
+        float sr = mx > 0.0f ? mx / 127.0f : 1.0f;
+        bad += s[v] != sr;
+        for (int i = 0; i < n; i++) {
+            float c = rintf(x[v * n + i] / sr);
+            bad += q[v * n + i] != (int8_t)c || y[v * n + i] != c * sr;
+        }
+    }
+    CHECKF(bad == 0, "%s act_quant: %d values differ from the quantiser's rule", be->name, bad);
+    CHECK(q[3 * n + 1] == 2 && q[3 * n + 2] == 0 && q[3 * n + 3] == 2 && s[2] == 1.0f);
+    be->ops.act_quant(be, x, n, 1, NULL, NULL); /* codes and scales optional */
+    CHECK(memcmp(x, y, sizeof(float) * (size_t)n) == 0);
+    free(x);
+}
+
 /* textbook attention with the window/sink mask over cache + chunk */
 static void ref_attention(const nd_attn_args *a, const float *kf, const float *vf, float *out)
 {
@@ -447,10 +479,12 @@ static void ref_attention(const nd_attn_args *a, const float *kf, const float *v
     free(sc);
 }
 
-/* vhd: the value head width (Needle 3; = hd for Needle 2) */
-static void attention_case_v(int T, int pos0, int window, int sinks, int kv_bits, int hd, int vhd)
+/* vhd: the value head width (Needle 3; = hd for Needle 2); head_scale: the
+ * int8 cache with one scale per head vector (Needle 3) */
+static void attention_case_hs(int T, int pos0, int window, int sinks, int kv_bits, int hd, int vhd, int head_scale)
 {
-    int H = 8, KVH = 4, KV = KVH * hd, VW = KVH * vhd, slots = 12, groups = KV / ND_KV_GROUP, vgroups = VW / ND_KV_GROUP;
+    int H = 8, KVH = 4, KV = KVH * hd, VW = KVH * vhd, slots = 12;
+    int kg = head_scale ? hd : ND_KV_GROUP, vg = head_scale ? vhd : ND_KV_GROUP, groups = KV / kg, vgroups = VW / vg;
     float *q = frand_array((size_t)T * H * hd, 1.0f), *kc = frand_array((size_t)T * KV, 1.0f);
     float *vc = frand_array((size_t)T * VW, 1.0f), *kf = frand_array((size_t)slots * KV, 1.0f);
     float *vf = frand_array((size_t)slots * VW, 1.0f);
@@ -458,25 +492,38 @@ static void attention_case_v(int T, int pos0, int window, int sinks, int kv_bits
     float *ks = malloc(sizeof(float) * slots * groups), *vs = malloc(sizeof(float) * slots * vgroups);
     float *kd = malloc(sizeof(float) * slots * KV), *vd = malloc(sizeof(float) * slots * VW);
     for (int s = 0; s < slots; s++) { /* the int8 cache and what it stands for */
+        if (head_scale) {
+            memcpy(kd + (size_t)s * KV, kf + (size_t)s * KV, sizeof(float) * (size_t)KV);
+            memcpy(vd + (size_t)s * VW, vf + (size_t)s * VW, sizeof(float) * (size_t)VW);
+            be->host->act_quant(be, kd + (size_t)s * KV, hd, KVH, k8 + (size_t)s * KV, ks + (size_t)s * groups);
+            be->host->act_quant(be, vd + (size_t)s * VW, vhd, KVH, v8 + (size_t)s * VW, vs + (size_t)s * vgroups);
+            continue;
+        }
         be->host->quantize_kv(be, kf + (size_t)s * KV, KV, k8 + (size_t)s * KV, ks + (size_t)s * groups);
         be->host->quantize_kv(be, vf + (size_t)s * VW, VW, v8 + (size_t)s * VW, vs + (size_t)s * vgroups);
     }
-    for (size_t i = 0; i < (size_t)slots * KV; i++) kd[i] = kv_bits == 8 ? k8[i] * ks[i / ND_KV_GROUP] : kf[i];
-    for (size_t i = 0; i < (size_t)slots * VW; i++) vd[i] = kv_bits == 8 ? v8[i] * vs[i / ND_KV_GROUP] : vf[i];
+    for (size_t i = 0; i < (size_t)slots * KV; i++) kd[i] = kv_bits == 8 ? k8[i] * ks[i / kg] : kf[i];
+    for (size_t i = 0; i < (size_t)slots * VW; i++) vd[i] = kv_bits == 8 ? v8[i] * vs[i / vg] : vf[i];
     int pos[12];
     for (int s = 0; s < slots; s++) pos[s] = s < pos0 ? (s * 7) % pos0 : -1; /* shuffled, the rest empty */
     float *out = calloc((size_t)T * H * vhd, sizeof(float)), *ref = calloc((size_t)T * H * vhd, sizeof(float));
     nd_attn_args a = {.T = T, .pos0 = pos0, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd, .v_head_dim = vhd,
                       .window = window, .sinks = sinks, .q = q, .k_chunk = kc, .v_chunk = vc, .kv_bits = kv_bits,
                       .k_cache = kf, .v_cache = vf, .k_cache8 = k8, .v_cache8 = v8, .k_scale = ks, .v_scale = vs,
-                      .cache_pos = pos, .cache_slots = slots, .out = out};
+                      .cache_pos = pos, .cache_slots = slots, .out = out, .kv_head_scale = head_scale};
     ref_attention(&a, kd, vd, ref);
     float *work = malloc(sizeof(float) * (be->ops.attention_work_floats(be, &a) + 16));
     be->ops.attention(be, &a, work);
-    EXPECT_CLOSE(out, ref, (size_t)T * H * vhd, 2e-5, "attention T=%d pos0=%d window=%d sinks=%d kv_bits=%d hd=%d vhd=%d",
-                 T, pos0, window, sinks, kv_bits, hd, vhd);
+    EXPECT_CLOSE(out, ref, (size_t)T * H * vhd, 2e-5,
+                 "attention T=%d pos0=%d window=%d sinks=%d kv_bits=%d hd=%d vhd=%d head_scale=%d", T, pos0, window,
+                 sinks, kv_bits, hd, vhd, head_scale);
     free(q), free(kc), free(vc), free(kf), free(vf), free(k8), free(v8), free(ks), free(vs), free(kd), free(vd),
         free(out), free(ref), free(work);
+}
+
+static void attention_case_v(int T, int pos0, int window, int sinks, int kv_bits, int hd, int vhd)
+{
+    attention_case_hs(T, pos0, window, sinks, kv_bits, hd, vhd, 0);
 }
 
 static void attention_case(int T, int pos0, int window, int sinks, int kv_bits)
@@ -494,6 +541,14 @@ static void test_attention(void)
     }
     attention_case_v(5, 9, 8, 0, 32, 16, 24);
     attention_case_v(1, 11, 8, 0, 32, 48, 64);
+    /* Needle 3's int8 cache: one scale per head vector, any head width (the
+     * widening path, and the in-register path when keys and values agree) */
+    attention_case_hs(5, 9, 8, 0, 8, 16, 24, 1);
+    attention_case_hs(1, 11, 8, 0, 8, 48, 64, 1);
+    attention_case_hs(3, 6, 1 << 30, 0, 8, 16, 32, 1);
+    attention_case_hs(5, 9, 6, 2, 8, 16, 16, 1);
+    attention_case_hs(1, 10, 4, 0, 8, 48, 48, 1);
+    attention_case_hs(4, 8, 1 << 30, 0, 8, 64, 64, 1);
     for (int bits = 8; bits <= 32; bits += 24) {
         attention_case(5, 9, 1 << 30, 0, bits); /* full causal */
         attention_case(5, 9, 6, 2, bits);       /* window 6, two sinks */
@@ -810,7 +865,7 @@ static void test_table_covers_every_op(void)
     const nd_backend_ops *o = &be->ops;
     CHECKF(o->supports_op && o->alloc && o->free && o->matmul && o->matmul_work_floats && o->matmul_multi &&
                o->gather_rows && o->rmsnorm && o->rope && o->hadamard && o->attention && o->attention_work_floats &&
-               o->sinkhorn && o->quantize_kv && o->copy && o->zero && o->scale && o->axpy && o->sigmoid_gate &&
+               o->sinkhorn && o->quantize_kv && o->act_quant && o->copy && o->zero && o->scale && o->axpy && o->sigmoid_gate &&
                o->hada_mlp && o->mhc_pre && o->mhc_mix && o->engram_taps && o->engram_gate && o->lane_mean &&
                o->head_pool && o->monarch_mlp && o->probe_head,
            "backend %s has an empty slot", be->name);
@@ -878,6 +933,7 @@ int main(void)
         RUN(test_hadamard);
         RUN(test_sinkhorn);
         RUN(test_quantize_kv);
+        RUN(test_act_quant);
         RUN(test_attention);
         RUN(test_vector_ops);
         RUN(test_hada_mlp);

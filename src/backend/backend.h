@@ -47,8 +47,11 @@ typedef struct nd_attn_args {
     const float *v_chunk;
     /* the cache, kv_bits 32: floats [cache_slots, num_kv_heads*head_dim];
      * kv_bits 8: int8 codes of the same shape with one float scale per
-     * ND_KV_GROUP values (k_scale/v_scale [cache_slots, KV/ND_KV_GROUP]) */
+     * ND_KV_GROUP values (k_scale/v_scale [cache_slots, KV/ND_KV_GROUP]), or
+     * with kv_head_scale one scale per head vector (Needle 3's rule,
+     * deploy_numerics.md section 6: k_scale/v_scale [cache_slots, num_kv_heads]) */
     int kv_bits;
+    int kv_head_scale;
     const float *k_cache;
     const float *v_cache;
     const int8_t *k_cache8, *v_cache8;
@@ -131,7 +134,7 @@ typedef enum nd_op {
     ND_OP_COPY, ND_OP_ZERO, ND_OP_SCALE, ND_OP_AXPY, ND_OP_SIGMOID_GATE, ND_OP_HADA_MLP, ND_OP_MHC_PRE, ND_OP_MHC_MIX,
     ND_OP_ENGRAM_TAPS, ND_OP_ENGRAM_GATE, ND_OP_LANE_MEAN, ND_OP_HEAD_POOL, ND_OP_BUFFERS,
     ND_OP_MONARCH_MLP, ND_OP_PROBE_HEAD,
-    ND_OP_MATMUL_A8,
+    ND_OP_MATMUL_A8, ND_OP_ACT_QUANT,
     ND_OP_COUNT
 } nd_op;
 
@@ -184,6 +187,11 @@ typedef struct nd_backend_ops {
     /* int8 KV cache entry: q = round(x / scale), scale = max|x| / 127 per
      * ND_KV_GROUP values; n a multiple of ND_KV_GROUP. */
     void (*quantize_kv)(const nd_backend *be, const float *x, int n, int8_t *q, float *scale);
+    /* The A8 fake-quantisation (quant/act_quant.h) of `count` consecutive
+     * vectors of n, in place: each becomes c * s; codes [count * n] and
+     * scales [count] (either may be NULL) receive c and s.  Needle 3's q, k
+     * and v per head (deploy_numerics.md section 4). */
+    void (*act_quant)(const nd_backend *be, float *x, int n, int count, int8_t *codes, float *scales);
 
     /* dst[0..n) = src[0..n) (bytes; e.g. keys into the KV cache) */
     void (*copy)(const nd_backend *be, void *dst, const void *src, size_t bytes);

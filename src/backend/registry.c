@@ -35,7 +35,7 @@ const char *const nd_op_names[ND_OP_COUNT] = {
     [ND_OP_MHC_MIX] = "mhc_mix", [ND_OP_ENGRAM_TAPS] = "engram_taps", [ND_OP_ENGRAM_GATE] = "engram_gate",
     [ND_OP_LANE_MEAN] = "lane_mean", [ND_OP_HEAD_POOL] = "head_pool", [ND_OP_BUFFERS] = "buffers",
     [ND_OP_MONARCH_MLP] = "monarch_mlp", [ND_OP_PROBE_HEAD] = "probe_head",
-    [ND_OP_MATMUL_A8] = "matmul_a8",
+    [ND_OP_MATMUL_A8] = "matmul_a8", [ND_OP_ACT_QUANT] = "act_quant",
 };
 
 int nd_backend_count(void) { return N_ENTRIES; }
@@ -150,6 +150,7 @@ int nd_backend_create(const nd_backend_entry *e, nd_threadpool *pool, nd_backend
         be->ops.attention_work_floats = own->attention_work_floats;
     TAKE(ND_OP_SINKHORN, sinkhorn);
     TAKE(ND_OP_QUANTIZE_KV, quantize_kv);
+    TAKE(ND_OP_ACT_QUANT, act_quant);
     TAKE(ND_OP_COPY, copy);
     TAKE(ND_OP_ZERO, zero);
     TAKE(ND_OP_SCALE, scale);

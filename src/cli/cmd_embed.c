@@ -16,7 +16,8 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: needle embed [--model FILE] [--tokenizer TOK.model] [--layers N] [--threads N] [TEXT|-]\n"
+    fprintf(stderr, "usage: needle embed [--model FILE] [--tokenizer TOK.model] [--layers N] [--threads N] [--acts a8|float]\n"
+                    "                    [TEXT|-]\n"
                     "Prints a JSON array: the model's L2-normalised embedding of [BOS] + enc(TEXT)\n"
                     "(Needle 2: the contrastive head; Needle 3: the embedding head).  No TEXT or \"-\": stdin.\n");
     return 2;
@@ -27,7 +28,7 @@ int cmd_embed(int argc, char **argv)
     const char *text = NULL, *v;
     int layers = 0;
     cli_common c;
-    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_THREADS);
+    cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_THREADS | CLI_ACTS);
     for (int i = 1; i < argc; i++) {
         int bad = 0, shared;
         if ((shared = cli_common_parse(&c, "embed", argc, argv, &i)) != 0) bad = shared < 0;
@@ -56,7 +57,7 @@ int cmd_embed(int argc, char **argv)
         nd_buf_free(&in);
         return 1;
     }
-    needle_model_options mo = {.threads = c.threads, .layers = layers};
+    needle_model_options mo = {.threads = c.threads, .layers = layers, .acts = c.acts};
     needle_model *m = NULL;
     needle_error err = {0};
     int status = 1;

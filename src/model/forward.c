@@ -31,7 +31,7 @@ static int token_at(const nd_state *s, const int *tokens, int p0, int p)
 }
 
 /* A matmul whose input is one of the deploy numerics' A8 points
- * (deploy_numerics.md section 3): int8 activations unless the model runs
+ * (deploy_numerics.md sections 3 and 4): int8 activations unless the model runs
  * float32 activations. */
 static void matmul_a8_point(const nd_state *s, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                             float *const *y, const int *ldy)
@@ -165,17 +165,27 @@ static void block(nd_state *s, int l, int T)
         be->ops.rope(be, q, H, qk, s->rope_cs + (size_t)t * qk);
         be->ops.rope(be, k, KVH, qk, s->rope_cs + (size_t)t * qk);
     }
+    /* Needle 3 deploy numerics (deploy_numerics.md section 4), after the taps, norms and RoPE: q per
+     * query head under A8 activations; k and v per KV head under the int8 cache (the reference's
+     * KV_BITS 8), whose codes and scales are what the cache keeps */
+    if (s->m->acts == NEEDLE_ACTS_A8 && nd_config_generation(c) == 3)
+        be->ops.act_quant(be, s->q, qk, T * H, NULL, NULL); /* A8: attn.q */
+    if (s->kv_head_scale) {
+        be->ops.act_quant(be, s->k, qk, T * KVH, s->k_codes, s->k_codes_scale); /* A8: attn.k */
+        be->ops.act_quant(be, s->v, vd, T * KVH, s->v_codes, s->v_codes_scale); /* A8: attn.v */
+    }
     /* a global layer sees the session's window (and sinks); a local one (Needle 3) its sliding window */
     nd_attn_args a = {
         .T = T, .pos0 = s->pos, .num_heads = H, .num_kv_heads = KVH, .head_dim = qk, .v_head_dim = vd,
         .window = global ? s->window : s->local_window, .sinks = global ? s->sinks : 0, .q = s->q, .k_chunk = s->k,
         .v_chunk = s->v, .cache_pos = global ? s->cache_pos : s->local_pos,
         .cache_slots = global ? s->cache_slots : s->local_slots, .out = s->att, .kv_bits = s->kv_bits,
+        .kv_head_scale = s->kv_head_scale,
     };
-    size_t row = (size_t)s->layer_row[l];
+    size_t row = (size_t)s->layer_row[l], ksc = (size_t)s->k_scales, vsc = (size_t)s->v_scales;
     if (s->kv_bits == 8) {
         a.k_cache8 = s->k_cache8 + row * KD, a.v_cache8 = s->v_cache8 + row * VD;
-        a.k_scale = s->k_scale + row * (KD / ND_KV_GROUP), a.v_scale = s->v_scale + row * (VD / ND_KV_GROUP);
+        a.k_scale = s->k_scale + row * ksc, a.v_scale = s->v_scale + row * vsc;
     } else {
         a.k_cache = s->k_cache + row * KD, a.v_cache = s->v_cache + row * VD;
     }
@@ -183,11 +193,16 @@ static void block(nd_state *s, int l, int T)
     /* the chunk's keys join this layer's cache (positions are published after all layers) */
     for (int t = 0; t < T; t++) {
         size_t slot = (size_t)(global ? nd_state_slot_of(s, s->pos + t) : (s->pos + t) % s->local_slots);
-        if (s->kv_bits == 8) {
+        if (s->kv_head_scale) { /* the codes and scales the chunk's rows were made of */
+            be->ops.copy(be, (int8_t *)a.k_cache8 + slot * KD, s->k_codes + (size_t)t * KD, (size_t)KD);
+            be->ops.copy(be, (int8_t *)a.v_cache8 + slot * VD, s->v_codes + (size_t)t * VD, (size_t)VD);
+            be->ops.copy(be, (float *)a.k_scale + slot * ksc, s->k_codes_scale + (size_t)t * KVH, sizeof(float) * ksc);
+            be->ops.copy(be, (float *)a.v_scale + slot * vsc, s->v_codes_scale + (size_t)t * KVH, sizeof(float) * vsc);
+        } else if (s->kv_bits == 8) {
             be->ops.quantize_kv(be, s->k + (size_t)t * KD, KD, (int8_t *)a.k_cache8 + slot * KD,
-                                (float *)a.k_scale + slot * (KD / ND_KV_GROUP));
+                                (float *)a.k_scale + slot * ksc);
             be->ops.quantize_kv(be, s->v + (size_t)t * VD, VD, (int8_t *)a.v_cache8 + slot * VD,
-                                (float *)a.v_scale + slot * (VD / ND_KV_GROUP));
+                                (float *)a.v_scale + slot * vsc);
         } else {
             be->ops.copy(be, (float *)a.k_cache + slot * KD, s->k + (size_t)t * KD, sizeof(float) * (size_t)KD);
             be->ops.copy(be, (float *)a.v_cache + slot * VD, s->v + (size_t)t * VD, sizeof(float) * (size_t)VD);
@@ -258,7 +273,9 @@ static void forward_chunk(nd_state *s, const int *tokens, int T, const uint8_t *
             const nd_matrix *mats[3] = {&LW->phi_pre, &LW->phi_post, &LW->phi_res};
             float *outs[3] = {s->phi_pre, s->phi_post, s->phi_res};
             int lds[3] = {n, n, n * n};
-            be->ops.matmul_multi(be, 3, mats, s->xh, T, nd_, outs, lds, s->work);
+            /* Needle 3 quantises the maps' input (the lanes themselves stay float) */
+            if (nd_config_generation(c) == 3) matmul_a8_point(s, 3, mats, s->xh, T, nd_, outs, lds); /* A8: mhc.nx */
+            else be->ops.matmul_multi(be, 3, mats, s->xh, T, nd_, outs, lds, s->work);
         }
         be->ops.mhc_pre(be, &mhc);
         be->ops.copy(be, s->b, s->u, sizeof(float) * (size_t)T * d);

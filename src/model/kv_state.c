@@ -57,14 +57,16 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     if (window <= 0) window = c->max_seq_len;
     int sinks = opt->sinks;
     int C = opt->max_chunk > 0 ? opt->max_chunk : m->acts == NEEDLE_ACTS_A8 ? DEFAULT_CHUNK_A8 : DEFAULT_CHUNK;
-    /* default: int8 under the A8 numerics (Needle 2; 4x less cache memory
-     * and traffic), float32 on the float path */
+    /* default: int8 under the A8 numerics (Needle 3: the reference's deploy
+     * KV_BITS 8; Needle 2: the project's own, 4x less cache memory and
+     * traffic), float32 on the float path */
+    int gen3 = nd_config_generation(c) == 3;
     int kv_bits = opt->kv_bits;
     if (kv_bits == 0)
-        kv_bits = m->acts == NEEDLE_ACTS_A8 && nd_config_generation(c) == 2 && c->head_dim % ND_KV_GROUP == 0 ? 8 : 32;
+        kv_bits = m->acts == NEEDLE_ACTS_A8 && (gen3 || c->head_dim % ND_KV_GROUP == 0) ? 8 : 32;
     if (kv_bits != 32 && kv_bits != 8)
         return nd_errorf(err, NEEDLE_EINVAL, "session: kv_bits %d (supported: 32, 8)", opt->kv_bits);
-    if (kv_bits == 8 && (c->qk_dim % ND_KV_GROUP != 0 || c->v_dim % ND_KV_GROUP != 0))
+    if (kv_bits == 8 && !gen3 && (c->qk_dim % ND_KV_GROUP != 0 || c->v_dim % ND_KV_GROUP != 0))
         return nd_errorf(err, NEEDLE_EUNSUPPORTED,
                          "session: int8 KV cache needs head widths %% %d == 0 (q/k %d, v %d)", ND_KV_GROUP, c->qk_dim,
                          c->v_dim);
@@ -86,6 +88,10 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     int KD = c->num_kv_heads * c->qk_dim, VD = c->num_kv_heads * c->v_dim;
     int sites = c->num_sites, esub = c->num_tables * c->engram_sub;
     s->k_width = KD, s->v_width = VD;
+    s->kv_head_scale = kv_bits == 8 && gen3;
+    s->k_scales = s->kv_head_scale ? c->num_kv_heads : KD / ND_KV_GROUP;
+    s->v_scales = s->kv_head_scale ? c->num_kv_heads : VD / ND_KV_GROUP;
+    size_t hs = s->kv_head_scale; /* the chunk's codes exist only under the per-head rule */
     /* local layers (Needle 3) keep at most their window */
     s->local_window = c->sliding_window > 0 && c->sliding_window < window ? c->sliding_window : window;
     s->local_slots = s->local_window < s->cache_slots ? s->local_window : s->cache_slots;
@@ -108,8 +114,12 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         {(void **)&s->v_cache, kv_bits == 32 ? rows * VD : 0, 4},
         {(void **)&s->k_cache8, kv_bits == 8 ? rows * KD : 0, 1},
         {(void **)&s->v_cache8, kv_bits == 8 ? rows * VD : 0, 1},
-        {(void **)&s->k_scale, kv_bits == 8 ? rows * (KD / ND_KV_GROUP) : 0, 4},
-        {(void **)&s->v_scale, kv_bits == 8 ? rows * (VD / ND_KV_GROUP) : 0, 4},
+        {(void **)&s->k_scale, kv_bits == 8 ? rows * (size_t)s->k_scales : 0, 4},
+        {(void **)&s->v_scale, kv_bits == 8 ? rows * (size_t)s->v_scales : 0, 4},
+        {(void **)&s->k_codes, hs * C * KD, 1},
+        {(void **)&s->v_codes, hs * C * VD, 1},
+        {(void **)&s->k_codes_scale, hs * C * c->num_kv_heads, 4},
+        {(void **)&s->v_codes_scale, hs * C * c->num_kv_heads, 4},
         {(void **)&s->conv_hist, (size_t)L * s->conv_len * s->conv_width, 4},
         {(void **)&s->conv_out, c->qkv_conv_taps > 0 ? (size_t)C * s->conv_width : 0, 4},
         {(void **)&s->v_hist, (size_t)(sites ? sites : 1) * s->vhist_len * d, 4},

@@ -27,8 +27,17 @@ struct nd_state {
     int kv_bits;     /* 32 or 8 */
     float *k_cache;  /* kv_bits 32: per layer [slots][k_width] (v_cache: v_width) from layer_row */
     float *v_cache;
-    int8_t *k_cache8, *v_cache8; /* kv_bits 8: [L][cache_slots][KV] */
-    float *k_scale, *v_scale;    /* kv_bits 8: [L][cache_slots][KV / ND_KV_GROUP] */
+    int8_t *k_cache8, *v_cache8; /* kv_bits 8: per layer [slots][k_width] (v_cache8: v_width) */
+    float *k_scale, *v_scale;    /* kv_bits 8: per layer [slots][k_scales] (v_scale: v_scales) */
+    /* kv_bits 8, the scales of one cached row: Needle 2 one per ND_KV_GROUP
+     * values (the project's own cache; the chunk's keys stay float); Needle 3
+     * the reference's rule (deploy_numerics.md section 6): k and v
+     * fake-quantised per position and KV head, the chunk's own rows too, so
+     * a key reads the same from the chunk and from the cache */
+    int kv_head_scale;
+    int k_scales, v_scales;
+    int8_t *k_codes, *v_codes;         /* kv_head_scale: the chunk's codes [C][k_width] / [C][v_width] */
+    float *k_codes_scale, *v_codes_scale; /* and their scales [C][num_kv_heads] */
 
     /* engram history: the last D tokens, and per site the last 3D+1 raw
      * value vectors v_t (so decoding never recomputes older projections) */

@@ -133,11 +133,6 @@ int nd_model_create(const nd_weights *w, const nd_model_options *opt, nd_model *
         return nd_errorf(err, NEEDLE_EINVAL, "model: acts %d (supported: NEEDLE_ACTS_A8, NEEDLE_ACTS_FLOAT)", opt->acts);
     }
     m->acts = opt->acts;
-    /* Needle 3 adds A8 points of its own (the mHC input, q per head, int8 K/V per head and
-     * position: golden/deploy_numerics.md) that this engine does not apply yet; running it with
-     * only Needle 2's points would match neither the float nor the A8 reference, so a Needle 3
-     * model runs float activations until they are implemented (docs/speed.md) */
-    if (nd_config_generation(&w->cfg) == 3) m->acts = NEEDLE_ACTS_FLOAT;
     const nd_backend_entry *be_entry = NULL;
     rc = nd_backend_select(opt->backend, &be_entry, &m->backend_why, err);
     if (rc) { free(m); return rc; }

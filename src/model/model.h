@@ -42,7 +42,9 @@ typedef struct nd_model {
     nd_threadpool *pool;
     int default_window; /* the .cact header's kv_window, else the config's effective window */
     int acts;           /* NEEDLE_ACTS_A8: the A8 points of deploy_numerics.md (Needle 2: engram.e,
-                           attn.in, attn.out, logits.in) go through the backend's matmul_a8;
+                           attn.in, attn.out, logits.in through the backend's matmul_a8; Needle 3
+                           adds mhc.nx there and q per head through act_quant, and its default
+                           int8 KV cache quantises k and v per head and position);
                            NEEDLE_ACTS_FLOAT: every activation stays float32 */
 } nd_model;
 
@@ -65,10 +67,12 @@ typedef struct nd_state_options {
     int sinks;     /* number of leading positions always visible; 0 = none */
     int max_chunk; /* tokens per internal step (scratch size); 0 = 64 */
     int kv_bits;   /* KV cache storage: 32 = float (exact, what the float golden
-                      logits need); 8 = int8 with a scale per 32 values (4x less
-                      memory); 0 = the model's default: 8 for a Needle 2 model
-                      under A8 activations (when head_dim is a multiple of 32),
-                      else 32 */
+                      logits need); 8 = int8 (4x less memory): Needle 2 with a
+                      scale per 32 values, Needle 3 the reference's KV_BITS 8
+                      (k and v fake-quantised per position and KV head, one
+                      scale each); 0 = the model's default: 8 under A8
+                      activations (Needle 2: when head_dim is a multiple of
+                      32), else 32 */
 } nd_state_options;
 
 int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **out, needle_error *err);

@@ -18,7 +18,7 @@ run() { out=$(timeout 120 "$@" 2>&1); rc=$?; }
 has() { printf '%s' "$out" | grep -q -F -- "$1"; }
 
 text=$(python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["text"])' "$N3/n3_tiny.json")
-run "$NEEDLE" embed --model "$N3/n3_tiny.cact" "$text"
+run "$NEEDLE" embed --model "$N3/n3_tiny.cact" --acts float "$text"
 if [ $rc -eq 0 ] && printf '%s' "$out" | python3 -c '
 import json, sys
 got = json.load(sys.stdin); ref = json.load(open(sys.argv[1]))["heads"]["embedding"]

@@ -5,7 +5,15 @@ reader, rebuild the parameter tree from the decoded tensors (the .cact order of
 SPEC-needle3 5.7) and run the reference's float32 model on exactly those
 weights.  Writes OUT/model.cact and OUT/ref.json (ids, logits, heads).
 
-usage: python n3_oracle.py TOKENIZER.model OUT_DIR"""
+BITS (default 4) is the CQ width of the model's matrices.  The reference's
+exporter writes only 4-bit records (its packer refuses any other width,
+checking its module constant WEIGHT_BITS); with that constant set to the width
+of each call, the same packing code writes binary (1-bit) records, which the
+reference's reader decodes (export.py documents the BINARY record: eight
+indices per byte, codebook +-sqrt(2/pi)/sqrt(group)).  The heads stay at the
+exporter's HEAD_BITS (4).
+
+usage: python n3_oracle.py TOKENIZER.model OUT_DIR [BITS]"""
 import json
 import os
 import sys
@@ -20,6 +28,7 @@ from needle.model import export as exp
 from needle.model.tokenizer import SANTokenizer
 
 TOK, OUT = sys.argv[1], sys.argv[2]
+BITS = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 # a geometry none of the golden files has: 3 layers (local, global, local),
 # q/k head 16 but v head 8, 2 engram orders x 2 tables with seed stride 3,
 # one engram site at a local layer, out_vocab, window 6, 2 conv taps
@@ -49,7 +58,18 @@ for k, v in flat.items():
 params = traverse_util.unflatten_dict(flat, sep="/")  # the tree without flax's "params" level
 
 path = os.path.join(OUT, "model.cact")
-exp.write_export(params, cfg, path, bits=4, group=128, tokenizer=exp._tokenizer_blob(tok),
+if BITS != exp.WEIGHT_BITS:
+    pack = exp._cq_pack
+
+    def pack_any_width(w, bits, group):  # the packer's width check follows each call (see the docstring)
+        saved, exp.WEIGHT_BITS = exp.WEIGHT_BITS, bits
+        try:
+            return pack(w, bits, group)
+        finally:
+            exp.WEIGHT_BITS = saved
+
+    exp._cq_pack = pack_any_width
+exp.write_export(params, cfg, path, bits=BITS, group=128, tokenizer=exp._tokenizer_blob(tok),
                  kv_window=arch.effective_kv_window(cfg))
 meta, ts = exp.read_export(path)
 
@@ -107,8 +127,13 @@ decoded = {"params": traverse_util.unflatten_dict({k: jnp.asarray(v, jnp.float32
 
 logits, emb, conf, router = model.apply(decoded, x, method=everything)
 logits = np.asarray(logits[0], np.float64)
+# the deploy numerics (A8): int8 activations, q per head, k and v per head (kv_bits 8)
+from needle.model import quantize as qz  # noqa: E402
+
+qz.configure_deploy(act_bits=8, kv_bits=8)
+logits_a8 = np.asarray(model.apply(decoded, x, quant=True)[0], np.float64)
 json.dump({"ids": ids, "text": text, "config": {k: list(v) if isinstance(v, tuple) else v for k, v in CFG.items()},
-           "logits": logits.tolist(), "embedding": np.asarray(emb[0], np.float64).tolist(),
+           "logits": logits.tolist(), "logits_a8": logits_a8.tolist(), "embedding": np.asarray(emb[0], np.float64).tolist(),
            "confidence_logit": float(np.asarray(conf).reshape(-1)[0]),
            "router_logits": np.asarray(router[0], np.float64).tolist(),
            "router_calibration": [float(c) for c in calibration]},

@@ -39,26 +39,33 @@ static inline void prefetch_row(const float *p, int hd)
     for (int c = 0; c < hd; c += 16) __builtin_prefetch(p + c);
 }
 
-/* Widen one int8 cache row (hd values, hd/ND_KV_GROUP scales). */
-static inline void widen(const int8_t *q, const float *scale, int hd, float *out)
+/* Widen one int8 cache row (hd values, one scale per `group` of them). */
+static inline void widen(const int8_t *q, const float *scale, int hd, int group, float *out)
 {
-    for (int g = 0; g < hd / ND_KV_GROUP; g++) {
+    for (int g = 0; g < hd / group; g++) {
+        int i = 0;
 #if defined(__AVX512F__)
         __m512 sv = _mm512_set1_ps(scale[g]);
-        for (int i = 0; i < ND_KV_GROUP; i += 16) {
-            __m128i b = _mm_loadu_si128((const __m128i *)(q + g * ND_KV_GROUP + i));
-            _mm512_storeu_ps(out + g * ND_KV_GROUP + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sv));
+        for (; i + 16 <= group; i += 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(q + g * group + i));
+            _mm512_storeu_ps(out + g * group + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sv));
         }
 #elif defined(__AVX2__) && defined(__FMA__)
         __m256 sv = _mm256_set1_ps(scale[g]);
-        for (int i = 0; i < ND_KV_GROUP; i += 8) {
-            __m128i b = _mm_loadl_epi64((const __m128i *)(q + g * ND_KV_GROUP + i));
-            _mm256_storeu_ps(out + g * ND_KV_GROUP + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), sv));
+        for (; i + 8 <= group; i += 8) {
+            __m128i b = _mm_loadl_epi64((const __m128i *)(q + g * group + i));
+            _mm256_storeu_ps(out + g * group + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), sv));
         }
-#else
-        for (int i = 0; i < ND_KV_GROUP; i++) out[g * ND_KV_GROUP + i] = (float)q[g * ND_KV_GROUP + i] * scale[g];
 #endif
+        for (; i < group; i++) out[g * group + i] = (float)q[g * group + i] * scale[g];
     }
+}
+
+/* Values per scale of the int8 cache's keys / values. */
+static inline int key_group(const nd_attn_args *a) { return a->kv_head_scale ? a->head_dim : ND_KV_GROUP; }
+static inline int value_group(const nd_attn_args *a)
+{
+    return a->kv_head_scale ? (a->v_head_dim > 0 ? a->v_head_dim : a->head_dim) : ND_KV_GROUP;
 }
 
 /* Per-thread scratch layout (floats): scores [G][keys], then key and value
@@ -152,8 +159,8 @@ static void softmax_rows(float *score, size_t keys, int G, int n, float *inv)
 static void attn_task_i8(const attn_job *j, int t, int kvh, float *score)
 {
     const nd_attn_args *a = j->a;
-    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP, A = a->num_heads * hd;
-    int G = a->num_heads / a->num_kv_heads, hg = hd / ND_KV_GROUP, qpos = a->pos0 + t;
+    int hd = a->head_dim, kvw = a->num_kv_heads * hd, kg = key_group(a), groups = kvw / kg, A = a->num_heads * hd;
+    int G = a->num_heads / a->num_kv_heads, hg = hd / kg, qpos = a->pos0 + t;
     size_t keys = keys_of(a);
     const int8_t **k8 = (const int8_t **)(score + scores_floats(G, keys)), **v8 = k8 + keys;
     const float **ks = (const float **)(v8 + keys), **vs = ks + keys;
@@ -186,7 +193,7 @@ static void attn_task_i8(const attn_job *j, int t, int kvh, float *score)
     for (int i = 0; i < n8; i++) {
         if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
         ndv kv[I8_MAX_VECS]; /* the key row widened once, times its group scales, for all G heads */
-        for (int c = 0; c < nv; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / ND_KV_GROUP] * scale));
+        for (int c = 0; c < nv; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / kg] * scale));
         for (int g = 0; g < G; g++) {
             const float *qg = q + (size_t)g * (size_t)hd;
             ndv acc = ndv_zero();
@@ -205,7 +212,7 @@ static void attn_task_i8(const attn_job *j, int t, int kvh, float *score)
         for (int c = 0; c < nv; c++) acc[g][c] = ndv_zero();
     for (int i = 0; i < n8; i++) {
         ndv vv[I8_MAX_VECS];
-        for (int c = 0; c < nv; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / ND_KV_GROUP]));
+        for (int c = 0; c < nv; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / kg]));
         for (int g = 0; g < G; g++) {
             ndv e = ndv_set1(score[(size_t)g * keys + (size_t)i]);
             for (int c = 0; c < nv; c++) acc[g][c] = ndv_fma(e, vv[c], acc[g][c]);
@@ -239,8 +246,8 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
                                                              const int NV, const int G)
 {
     const nd_attn_args *a = j->a;
-    int hd = NV * ND_VW, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP, A = a->num_heads * hd;
-    int hg = hd / ND_KV_GROUP;
+    int hd = NV * ND_VW, kvw = a->num_kv_heads * hd, kg = key_group(a), groups = kvw / kg, A = a->num_heads * hd;
+    int hg = hd / kg;
     size_t keys = keys_of(a);
     float *score = work; /* [nq][G][keys] */
     const int8_t **k8 = (const int8_t **)(score + scores_floats(ATT_QB * G, keys)), **v8 = k8 + keys;
@@ -262,7 +269,7 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
         if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
         ndv kv[NV];
         ATT_UNROLL
-        for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / ND_KV_GROUP] * scale));
+        for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / kg] * scale));
         for (int b = 0; b < nq; b++)
             ATT_UNROLL
             for (int g = 0; g < G; g++) {
@@ -301,7 +308,7 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
         for (int i = 0; i < n8; i++) {
             ndv vv[NV];
             ATT_UNROLL
-            for (int c = 0; c < NV; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / ND_KV_GROUP]));
+            for (int c = 0; c < NV; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / kg]));
             ATT_UNROLL
             for (int g = 0; g < G; g++) {
                 ndv e = ndv_set1(e0[(size_t)g * keys + (size_t)i]);
@@ -388,9 +395,9 @@ static void attn_task(void *ctx, int task, int thread)
         return;
     }
     int t = task / a->num_kv_heads, kvh = task % a->num_kv_heads;
-    int hd = a->head_dim, kvw = a->num_kv_heads * hd, groups = kvw / ND_KV_GROUP;
+    int hd = a->head_dim, kvw = a->num_kv_heads * hd, kg = key_group(a), groups = kvw / kg;
     /* values and outputs may be narrower or wider than keys (Needle 3) */
-    int vd = a->v_head_dim > 0 ? a->v_head_dim : hd, vw_ = a->num_kv_heads * vd, vgroups = vw_ / ND_KV_GROUP;
+    int vd = a->v_head_dim > 0 ? a->v_head_dim : hd, vw_ = a->num_kv_heads * vd, vg = value_group(a), vgroups = vw_ / vg;
     int A = a->num_heads * hd, Ao = a->num_heads * vd, wd = vd > hd ? vd : hd;
     int G = a->num_heads / a->num_kv_heads;
     int qpos = a->pos0 + t;
@@ -407,9 +414,9 @@ static void attn_task(void *ctx, int task, int thread)
         if (a->kv_bits == 8) {
             float *kw = wide + (size_t)n * (size_t)wd, *vw = wide + (keys + (size_t)n) * (size_t)wd;
             widen(a->k_cache8 + (size_t)s * kvw + (size_t)kvh * hd,
-                  a->k_scale + (size_t)s * groups + (size_t)kvh * hd / ND_KV_GROUP, hd, kw);
+                  a->k_scale + (size_t)s * groups + (size_t)kvh * hd / kg, hd, kg, kw);
             widen(a->v_cache8 + (size_t)s * vw_ + (size_t)kvh * vd,
-                  a->v_scale + (size_t)s * vgroups + (size_t)kvh * vd / ND_KV_GROUP, vd, vw);
+                  a->v_scale + (size_t)s * vgroups + (size_t)kvh * vd / vg, vd, vg, vw);
             krow[n] = kw, vrow[n] = vw;
         } else {
             krow[n] = a->k_cache + (size_t)s * (size_t)kvw + (size_t)kvh * (size_t)hd;

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_ops.h"
+#include "quant/act_quant.h"
 
 static int cpu_supports(const nd_backend *be, nd_op op)
 {
@@ -98,6 +99,16 @@ static void cpu_quantize_kv(const nd_backend *be, const float *x, int n, int8_t 
 {
     (void)be;
     nd_cpu_quantize_kv(x, n, q, scale);
+}
+
+/* the one A8 quantiser, per vector (no ISA variants: it is a few vectors per token) */
+static void cpu_act_quant(const nd_backend *be, float *x, int n, int count, int8_t *codes, float *scales)
+{
+    (void)be;
+    for (int i = 0; i < count; i++) {
+        float s = nd_act_fake_quant(x + (size_t)i * (size_t)n, n, codes ? codes + (size_t)i * (size_t)n : NULL);
+        if (scales) scales[i] = s;
+    }
 }
 
 static void cpu_copy(const nd_backend *be, void *dst, const void *src, size_t bytes)
@@ -259,6 +270,7 @@ static const nd_backend_ops cpu_ops = {
     .attention_work_floats = cpu_attention_work_floats,
     .sinkhorn = cpu_sinkhorn,
     .quantize_kv = cpu_quantize_kv,
+    .act_quant = cpu_act_quant,
     .copy = cpu_copy,
     .zero = cpu_zero,
     .scale = cpu_scale,

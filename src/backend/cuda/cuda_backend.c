@@ -159,7 +159,10 @@ static void cuda_attention(const nd_backend *be, const nd_attn_args *a, float *w
 {
     size_t keys = (size_t)(a->cache_slots > 0 ? a->cache_slots : 0) + (size_t)a->T;
     size_t flops = keys * (size_t)a->T * (size_t)a->num_heads * (size_t)a->head_dim;
-    if (on_device(be, flops, ND_CUDA_MIN_ATTN)) {
+    /* the device kernel knows one head width and ND_KV_GROUP scales: Needle 3's
+     * other widths and per-head int8 scales run on the host */
+    int plain = !a->kv_head_scale && (a->v_head_dim <= 0 || a->v_head_dim == a->head_dim);
+    if (plain && on_device(be, flops, ND_CUDA_MIN_ATTN)) {
         if (nd_cu_attention(a) == 0) return;
         device_failed("attention");
     }
