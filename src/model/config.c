@@ -111,6 +111,12 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err)
         RANGE3(qkv_conv_taps, 0, 64);
         RANGE3(engram_seed_heads, 0, MAX_DIM);
         RANGE3(num_layers, 1, ND_MAX_LAYERS_V3);
+        RANGE3(head_probes[0], 0, 4096);
+        RANGE3(head_probes[1], 0, 4096);
+        RANGE3(head_probes[2], 0, 4096);
+        RANGE3(head_queries[0], 0, 4096);
+        RANGE3(head_queries[1], 0, 4096);
+        RANGE3(head_queries[2], 0, 4096);
         c->attn_dim = c->num_heads * c->qk_head_dim;
     }
     c->head_dim = c->attn_dim / c->num_heads;
@@ -213,6 +219,12 @@ static int apply_member(nd_config *c, const char *key, const nd_json *v, const c
         /* Needle 3 (a config with qk_head_dim is a Needle 3 config) */
         F(qk_head_dim), F(v_head_dim), F(out_vocab), F(sliding_window), F(qkv_conv_taps), F(engram_seed_heads),
         {"embedding_dim", offsetof(nd_config, contrastive_dim)},
+        {"embedding_probes", offsetof(nd_config, head_probes)},
+        {"confidence_probes", offsetof(nd_config, head_probes) + sizeof(int)},
+        {"router_probes", offsetof(nd_config, head_probes) + 2 * sizeof(int)},
+        {"embedding_queries", offsetof(nd_config, head_queries)},
+        {"confidence_queries", offsetof(nd_config, head_queries) + sizeof(int)},
+        {"router_queries", offsetof(nd_config, head_queries) + 2 * sizeof(int)},
 #undef F
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
@@ -308,9 +320,16 @@ char *nd_config_to_json(const nd_config *c)
     if (c->generation == 3) {
         nd_buf_printf(&b,
                       ",\"qk_head_dim\":%d,\"v_head_dim\":%d,\"out_vocab\":%d,\"sliding_window\":%d,"
-                      "\"qkv_conv_taps\":%d,\"engram_seed_heads\":%d,\"embedding_dim\":%d,\"global_layers\":[",
+                      "\"qkv_conv_taps\":%d,\"engram_seed_heads\":%d,\"embedding_dim\":%d,",
                       c->qk_head_dim, c->v_head_dim, c->out_vocab, c->sliding_window, c->qkv_conv_taps,
                       c->engram_seed_heads, c->contrastive_dim);
+        static const char *const head_names[3] = {"embedding", "confidence", "router"};
+        for (int h = 0; h < 3; h++)
+            if (c->head_probes[h] > 0 || c->head_queries[h] > 0)
+                nd_buf_printf(&b, "\"%s_probes\":%d,\"%s_queries\":%d,", head_names[h],
+                              c->head_probes[h] > 0 ? c->head_probes[h] : 4, head_names[h],
+                              c->head_queries[h] > 0 ? c->head_queries[h] : 4);
+        nd_buf_puts(&b, "\"global_layers\":[");
         int first = 1;
         for (int l = 0; l < 64; l++)
             if (c->global_mask >> l & 1ull) nd_buf_printf(&b, "%s%d", first ? "" : ",", l), first = 0;

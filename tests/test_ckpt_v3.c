@@ -1,0 +1,167 @@
+/* test_ckpt_v3.c - Needle 3 float checkpoints in the reference's layout
+ * (tests/golden/needle3/n3_tiny.safetensors: `/`-joined names, kernels
+ * [in, out], `layers` leaves with a leading layer axis, F16), read through
+ * the one parameter table:
+ *   - the config from its metadata (geometry, sliding window, global layers,
+ *     conv taps, per-head probes/queries);
+ *   - every parameter the reference exported to n3_tiny.cact (made from this
+ *     very checkpoint): FP16/FP32 tensors bit-identical, CQ matrices within
+ *     4-bit CQ error of the float matrix (a transposed or misplaced matrix
+ *     is off by ~1.4 relative, CQ error is ~0.1);
+ *   - what the checkpoint leaves out comes from the table's initialisers:
+ *     the MLP permutations (numpy RandomState 11 / 13), the router's
+ *     calibration (0.90, 0.00, 0.60);
+ *   - the training-only embedding-head scalars (log_temp, bias) are read;
+ *   - a missing tensor is refused naming the file and the tensor. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/file.h"
+#include "core/fp16.h"
+#include "io/safetensors.h"
+#include "model/params.h"
+#include "model/weights.h"
+
+#define DIR "tests/golden/needle3/"
+
+static void test_config_from_metadata(void)
+{
+    nd_weights w;
+    needle_error e = {0};
+    int rc = nd_weights_load(DIR "n3_tiny.safetensors", &w, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    if (rc) return;
+    const nd_config *c = &w.cfg;
+    CHECK(nd_config_generation(c) == 3);
+    CHECK(c->vocab_size == 8192 && c->d_model == 128 && c->num_layers == 5);
+    CHECK(c->num_heads == 4 && c->num_kv_heads == 2 && c->qk_dim == 16 && c->v_dim == 32);
+    CHECK(c->sliding_window == 8 && c->global_mask == (1ull << 2 | 1ull << 4) && c->qkv_conv_taps == 3);
+    CHECK(c->num_sites == 2 && c->engram_layers[0] == 1 && c->engram_layers[1] == 2 && c->engram_slots == 512);
+    CHECK(c->hada_n == 128 && c->hada_a == 8 && c->hada_b == 16 && c->contrastive_dim == 32);
+    CHECK(w.contrastive.present && w.confidence.present && w.router.present);
+    CHECK(w.contrastive.num_probes == 4 && w.contrastive.num_queries == 4 && w.contrastive.out_dim == 32);
+    CHECK(w.router.out_dim == 3 && w.confidence.out_dim == 1);
+    nd_weights_free(&w);
+}
+
+/* Values of one parameter instance as floats (CQ matrices dequantised). */
+static float *param_values(const nd_weights *w, const nd_param_desc *p, int index, size_t *n)
+{
+    int head = p->scope == ND_SCOPE_HEAD ? index : -1;
+    const void *f = nd_param_field_c(p, nd_param_base_c(w, p, index));
+    *n = (size_t)nd_param_elems(p, &w->cfg, head);
+    float *v = malloc(sizeof(float) * *n);
+    if (p->kind == ND_KIND_SCALAR) v[0] = *(const float *)f;
+    else if (p->kind == ND_KIND_VECTOR) memcpy(v, *(const float *const *)f, sizeof(float) * *n);
+    else {
+        const nd_matrix *m = f;
+        nd_matrix_dequant_rows(m, 0, m->rows, v);
+    }
+    return v;
+}
+
+static void test_every_parameter_matches_the_reference_export(void)
+{
+    nd_weights ck, ex;
+    needle_error e = {0};
+    int rc = nd_weights_load_safetensors(DIR "n3_tiny.safetensors", &ck, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    int rc2 = nd_weights_load_cact(DIR "n3_tiny.cact", &ex, &e);
+    CHECKF(rc2 == 0, "%s", e.message);
+    if (rc || rc2) return;
+    int checked = 0, exact = 0, quant = 0;
+    double worst_cq = 0.0;
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (p->no_cact || !nd_param_in_config(p, &ck.cfg)) continue;
+        int instances = nd_param_instances(&ck, p);
+        for (int k = 0; k < instances; k++) {
+            if (p->scope == ND_SCOPE_HEAD && !nd_param_in_head_cact(p, k)) continue;
+            size_t n1, n2;
+            float *a = param_values(&ck, p, k, &n1), *b = param_values(&ex, p, k, &n2);
+            CHECKF(n1 == n2, "%s: %zu vs %zu values", p->field_name, n1, n2);
+            if (p->cq) {
+                double num = 0, den = 0;
+                for (size_t j = 0; j < n1 && j < n2; j++) num += (a[j] - b[j]) * (double)(a[j] - b[j]), den += (double)a[j] * a[j];
+                double rel = sqrt(num / (den > 0 ? den : 1));
+                if (rel > worst_cq) worst_cq = rel;
+                CHECKF(rel < 0.2, "%s[%d]: CQ relative error %g", p->field_name, k, rel);
+                quant++;
+            } else {
+                size_t bad = 0;
+                /* the file holds FP16 (the permutations FP32): the checkpoint's F16
+                 * values exactly, the calibration's constants rounded */
+                for (size_t j = 0; j < n1 && j < n2; j++)
+                    bad += (p->fp32 ? a[j] : nd_half_to_float(nd_float_to_half(a[j]))) != b[j];
+                CHECKF(bad == 0, "%s[%d]: %zu of %zu values differ (first %g vs %g)", p->field_name, k, bad, n1, a[0],
+                       b[0]);
+                exact++;
+            }
+            checked++;
+            free(a);
+            free(b);
+        }
+    }
+    printf("  %d tensors: %d exact, %d CQ (worst relative error %.4f)\n", checked, exact, quant, worst_cq);
+    CHECK(exact > 100 && quant > 40);
+    nd_weights_free(&ck);
+    nd_weights_free(&ex);
+}
+
+static void test_left_out_parameters_come_from_the_table(void)
+{
+    nd_weights w;
+    needle_error e = {0};
+    if (nd_weights_load(DIR "n3_tiny.safetensors", &w, &e)) {
+        CHECKF(0, "%s", e.message);
+        return;
+    }
+    /* numpy.random.RandomState(11).permutation(128)[:8] and RandomState(13)'s */
+    static const float p1[8] = {51, 2, 78, 9, 16, 77, 0, 104}, p2[8] = {89, 91, 23, 94, 64, 30, 60, 14};
+    for (int i = 0; i < 8; i++) CHECKF(w.hada_p1[i] == p1[i] && w.hada_p2[i] == p2[i], "perm[%d]", i);
+    CHECK(w.router.calibration[0] == 0.90f && w.router.calibration[1] == 0.0f && w.router.calibration[2] == 0.60f);
+    /* training-only scalars of the embedding head, as stored (F16) */
+    nd_safetensors st;
+    CHECK(nd_st_open(DIR "n3_tiny.safetensors", &st, &e) == 0);
+    const nd_st_tensor *lt = nd_st_find(&st, "embedding_head/log_temp"), *tb = nd_st_find(&st, "embedding_head/bias");
+    CHECK(lt && tb && lt->ndim == 0 && tb->ndim == 0);
+    if (lt && tb) CHECK(w.contrastive.log_temp == nd_st_get_f32(lt, 0) && w.contrastive.temp_bias == nd_st_get_f32(tb, 0));
+    nd_st_close(&st);
+    nd_weights_free(&w);
+}
+
+static void test_missing_tensor_named(void)
+{
+    /* the golden with one tensor renamed: the loader must name the one it lacks */
+    char *data = NULL;
+    size_t len = 0;
+    needle_error e = {0};
+    CHECK(nd_read_file(DIR "n3_tiny.safetensors", &data, &len, &e) == 0);
+    if (!data) return;
+    char *hit = memmem(data, len, "\"stack/layers/block/self_attn/k_taps\"", 37);
+    CHECK(hit != NULL);
+    if (hit) hit[30] = 'X'; /* k_taps -> X_taps */
+    const char *path = "build/test_ckpt_v3_missing.safetensors";
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, len, f) == len);
+    if (f) fclose(f);
+    free(data);
+    nd_weights w;
+    int rc = nd_weights_load(path, &w, &e);
+    CHECK(rc != 0);
+    CHECKF(strstr(e.message, path) && strstr(e.message, "stack/layers/block/self_attn/k_taps") &&
+               strstr(e.message, "missing"),
+           "%s", e.message);
+    remove(path);
+}
+
+int main(void)
+{
+    RUN(test_config_from_metadata);
+    RUN(test_every_parameter_matches_the_reference_export);
+    RUN(test_left_out_parameters_come_from_the_table);
+    RUN(test_missing_tensor_named);
+    return check_summary();
+}
