@@ -89,7 +89,8 @@ int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned,
         for (int r = 0; r <= N; r++)
             for (int j = 0; j < k; j++) {
                 int from = (r == 0 ? 0 : keep[r - 1] + 1) * k + j;
-                be->ops.gather_rows(be, &hw->layer_probes, &from, 1, probes + ((size_t)r * k + j) * d);
+                if (be) be->ops.gather_rows(be, &hw->layer_probes, &from, 1, probes + ((size_t)r * k + j) * d);
+                else nd_matrix_dequant_rows(&hw->layer_probes, from, 1, probes + ((size_t)r * k + j) * d);
             }
         p += (size_t)(N + 1) * k * d;
         select_rows(hw->gain, 1, L + 1, k, keep, N, p);
