@@ -21,6 +21,7 @@
 #include "core/file.h"
 #include "core/fp16.h"
 #include "io/safetensors.h"
+#include "model/init.h"
 #include "model/params.h"
 #include "model/weights.h"
 
@@ -157,8 +158,83 @@ static void test_missing_tensor_named(void)
     remove(path);
 }
 
+/* `needle init --preset needle3-tiny`: exactly the golden checkpoint's tensor
+ * names, shapes and config JSON, the reference's deterministic initial values,
+ * and a file our loader reads back. */
+static void test_init_v3_layout_and_values(void)
+{
+    nd_config c;
+    needle_error e = {0};
+    CHECK(nd_config_preset(&c, "needle3-tiny", &e) == 0);
+    nd_param_set ps;
+    if (nd_init_params(&c, 3, &ps, &e)) {
+        CHECKF(0, "%s", e.message);
+        return;
+    }
+    nd_safetensors st;
+    CHECK(nd_st_open(DIR "n3_tiny.safetensors", &st, &e) == 0);
+    CHECKF(ps.count == st.count, "%zu tensors, the golden has %zu", ps.count, st.count);
+    for (size_t i = 0; i < ps.count; i++) {
+        const nd_param *p = &ps.params[i];
+        const nd_st_tensor *t = nd_st_find(&st, p->name);
+        CHECKF(t != NULL, "%s is not in the golden checkpoint", p->name);
+        if (!t) continue;
+        int same = t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
+        CHECKF(same, "%s: shape differs from the golden's", p->name);
+    }
+    const char *gcfg = nd_st_meta(&st, "config");
+    char *ours = nd_config_to_reference_json(&c);
+    CHECKF(gcfg && ours && strcmp(gcfg, ours) == 0, "config JSON differs:\n%s\n%s", ours, gcfg);
+    free(ours);
+    nd_st_close(&st);
+
+    /* deterministic initial values (SPEC-needle3 1.2) */
+    const nd_param *taps = nd_param_find(&ps, "stack/layers/block/self_attn/q_taps"); /* (L, 3, Q) */
+    const nd_param *w1a = nd_param_find(&ps, "stack/layers/block/hadamard_mlp/w1a"); /* (L, 8, 8) */
+    const nd_param *d3 = nd_param_find(&ps, "stack/layers/block/hadamard_mlp/d3");
+    const nd_param *d4 = nd_param_find(&ps, "stack/layers/block/hadamard_mlp/d4");
+    const nd_param *cu = nd_param_find(&ps, "stack/layers/block/hadamard_mlp/cond_u");
+    const nd_param *lt = nd_param_find(&ps, "embedding_head/log_temp"), *tb = nd_param_find(&ps, "embedding_head/bias");
+    const nd_param *q = nd_param_find(&ps, "stack/layers/block/self_attn/q_proj/kernel");
+    CHECK(taps && w1a && d3 && d4 && cu && lt && tb && q);
+    if (!(taps && w1a && d3 && d4 && cu && lt && tb && q)) {
+        nd_param_set_free(&ps);
+        return;
+    }
+    int Q = (int)taps->shape[2];
+    for (int l = 0; l < 5; l++)
+        for (int j = 0; j < 3; j++) CHECK(taps->data[(size_t)(l * 3 + j) * Q + 7] == (j == 0 ? 1.0f : 0.0f));
+    float h = (float)(1.0 / sqrt(8.0));
+    CHECK(w1a->data[0] == h && w1a->data[1] == h && w1a->data[9] == -h && w1a->data[3 * 8 + 5] == -h &&
+          w1a->data[3 * 8 + 3] == h && w1a->data[7 * 8 + 1] == -h);
+    for (size_t i = 0; i < d3->numel; i++) CHECK(d3->data[i] == 1.0f && d4->data[i] == 0.02f);
+    for (size_t i = 0; i < cu->numel; i++) CHECK(cu->data[i] == 0.0f);
+    CHECK(lt->ndim == 0 && lt->data[0] == (float)log(10.0) && tb->ndim == 0 && tb->data[0] == -10.0f);
+    CHECK(nd_param_find(&ps, "hada_p1") == NULL && nd_param_find(&ps, "router_head/calibration") == NULL);
+    double ss = 0;
+    for (size_t i = 0; i < q->numel; i++) ss += (double)q->data[i] * q->data[i];
+    double sd = sqrt(ss / (double)q->numel);
+    CHECKF(fabs(sd - 0.02) < 0.001, "q_proj std %g", sd);
+
+    /* written and read back */
+    const char *path = "build/test_ckpt_v3_init.safetensors";
+    CHECKF(nd_param_set_write(&ps, &c, path, &e) == 0, "%s", e.message);
+    nd_weights w;
+    int rc = nd_weights_load(path, &w, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    if (!rc) {
+        CHECK(nd_config_generation(&w.cfg) == 3 && w.cfg.num_layers == 5 && w.router.present);
+        CHECK(w.layers[2].d3[5] == 1.0f && w.layers[4].q_taps[0] == 1.0f && w.hada_p1[0] == 51.0f);
+        nd_weights_free(&w);
+    }
+    remove(path);
+    nd_param_set_free(&ps);
+}
+
 int main(void)
 {
+    RUN(test_init_v3_layout_and_values);
     RUN(test_config_from_metadata);
     RUN(test_every_parameter_matches_the_reference_export);
     RUN(test_left_out_parameters_come_from_the_table);

@@ -417,6 +417,25 @@ int nd_config_preset(nd_config *c, const char *name, needle_error *err)
         c->engram_layers[0] = 1;
         c->engram_layers[1] = 3;
         c->num_sites = 2;
+    } else if (name && strcmp(name, "needle3-tiny") == 0) {
+        /* the geometry of tests/golden/needle3/n3_tiny.safetensors */
+        c->generation = 3;
+        c->d_model = 128;
+        c->num_heads = 4;
+        c->num_kv_heads = 2;
+        c->num_layers = 5;
+        c->qk_head_dim = 16;
+        c->v_head_dim = 32;
+        c->max_seq_len = 256;
+        c->contrastive_dim = 32;
+        c->engram_slots = 512;
+        c->engram_layers[0] = 1;
+        c->engram_layers[1] = 2;
+        c->num_sites = 2;
+        c->global_mask = 1ull << 2 | 1ull << 4;
+        c->sliding_window = 8;
+        c->qkv_conv_taps = 3;
+        c->attn_dim = c->num_heads * c->qk_head_dim;
     } else if (name && strcmp(name, "needle3") == 0) {
         /* SPEC-needle3 1.1: the reference's default TransformerConfig */
         c->generation = 3;
@@ -438,7 +457,7 @@ int nd_config_preset(nd_config *c, const char *name, needle_error *err)
         c->qkv_conv_taps = 3;
         c->attn_dim = c->num_heads * c->qk_head_dim;
     } else {
-        return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny, needle3)", name ? name : "(null)");
+        return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny, needle3, needle3-tiny)", name ? name : "(null)");
     }
     return nd_config_derive(c, name, err);
 }

@@ -301,9 +301,12 @@ static void init_fill(const nd_param_desc *p, double v, const char *name, float 
         break;
     }
     case ND_INIT_FIRST_ROW: {
-        size_t row = (size_t)shape[ndim - 1];
+        /* the first row of every trailing (taps, width) block: a LAYER tensor
+         * (L, taps, width) starts each layer's convolution as the identity */
+        size_t row = (size_t)shape[ndim - 1], block = ndim >= 2 ? row * (size_t)shape[ndim - 2] : row;
         memset(data, 0, numel * sizeof(float));
-        for (size_t i = 0; i < row && i < numel; i++) data[i] = (float)v;
+        for (size_t m = 0; m < numel; m += block)
+            for (size_t i = 0; i < row && m + i < numel; i++) data[m + i] = (float)v;
         break;
     }
     }
