@@ -21,6 +21,8 @@
 #include "core/file.h"
 #include "core/fp16.h"
 #include "io/safetensors.h"
+#include "io/spm_model.h"
+#include "model/cact/cact.h"
 #include "model/init.h"
 #include "model/params.h"
 #include "model/weights.h"
@@ -232,8 +234,62 @@ static void test_init_v3_layout_and_values(void)
     nd_param_set_free(&ps);
 }
 
+/* A checkpoint with only the embedding head: the .cact gets a one-entry
+ * manifest and that head's tensors, as the reference exports whichever heads
+ * the parameters hold. */
+static void test_build_with_the_heads_present(void)
+{
+    nd_config c;
+    needle_error e = {0};
+    CHECK(nd_config_preset(&c, "needle3-tiny", &e) == 0);
+    nd_param_set ps;
+    if (nd_init_params(&c, 1, &ps, &e)) {
+        CHECKF(0, "%s", e.message);
+        return;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < ps.count; i++)
+        if (strncmp(ps.params[i].name, "router_head/", 12) && strncmp(ps.params[i].name, "confidence_head/", 16))
+            ps.params[kept++] = ps.params[i];
+    CHECK(kept < ps.count);
+    ps.count = kept;
+    const char *ck = "build/test_ckpt_v3_heads.safetensors", *out = "build/test_ckpt_v3_heads.cact";
+    CHECKF(nd_param_set_write(&ps, &c, ck, &e) == 0, "%s", e.message);
+    nd_param_set_free(&ps);
+    nd_weights w;
+    int rc = nd_weights_load(ck, &w, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    if (rc) return;
+    CHECK(w.contrastive.present && !w.confidence.present && !w.router.present);
+    nd_vocab v;
+    CHECK(nd_vocab_load_spm_file("tests/golden/tok8k.model", &v, &e) == 0);
+    CHECKF(nd_cact_write(out, &w, &v, NULL, NULL, &e) == 0, "%s", e.message);
+    nd_vocab_free(&v);
+    nd_weights_free(&w);
+    nd_cact_file f;
+    nd_config fc;
+    nd_cact_slot *slots = NULL;
+    rc = nd_cact_open(out, &f, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    if (!rc) {
+        CHECKF(nd_cact_resolve(&f, out, &fc, &slots, &e) == 0, "%s", e.message);
+        int manifest = 0, heads = 0;
+        for (uint32_t i = 0; slots && i < f.hdr.num_tensors; i++) {
+            manifest += slots[i].role == ND_SLOT_MANIFEST;
+            heads += slots[i].head_code == ND_HEAD_CONTRASTIVE && slots[i].param != NULL;
+            CHECK(slots[i].head_code != ND_HEAD_CONFIDENCE && slots[i].head_code != ND_HEAD_ROUTER);
+        }
+        CHECKF(manifest == 1 && heads == 6, "manifest %d, embedding-head tensors %d", manifest, heads);
+        free(slots);
+        nd_cact_close(&f);
+    }
+    remove(ck);
+    remove(out);
+}
+
 int main(void)
 {
+    RUN(test_build_with_the_heads_present);
     RUN(test_init_v3_layout_and_values);
     RUN(test_config_from_metadata);
     RUN(test_every_parameter_matches_the_reference_export);

@@ -163,6 +163,12 @@ int cmd_build(int argc, char **argv)
             return fail_err(&err);
         }
         printf("  %-10s%s  into q,k,v,gate,out of %d layers\n", "merged", lora, w.cfg.num_layers);
+        /* as the reference's build: a Needle 3 confidence head is not trained with the adapter,
+         * so a LoRA build leaves it out (confidence then reports none) */
+        if (nd_config_generation(&w.cfg) == 3 && w.confidence.present) {
+            w.confidence.present = 0;
+            printf("  %-10sthe confidence head (not trained with the adapter)\n", "dropped");
+        }
     }
     float *rung_block = NULL; /* the rung's head rows; freed after writing */
     if (layers && layers != w.cfg.num_layers) {
