@@ -287,8 +287,32 @@ static void test_build_with_the_heads_present(void)
     remove(out);
 }
 
+static void test_width_ladder_refused(void)
+{
+    char *data = NULL;
+    size_t len = 0;
+    needle_error e = {0};
+    CHECK(nd_read_file(DIR "n3_tiny.safetensors", &data, &len, &e) == 0);
+    if (!data) return;
+    /* the same length, so the header's size field stays right */
+    static const char from[] = "\\\"ladder_widths\\\": [], \\\"ladder_order", to[] = "\\\"ladder_widths\\\": [1],\\\"ladder_order";
+    char *hit = memmem(data, len, from, sizeof from - 1);
+    CHECK(hit != NULL && sizeof from == sizeof to);
+    if (hit) memcpy(hit, to, sizeof to - 1);
+    const char *path = "build/test_ckpt_v3_widths.safetensors";
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, len, f) == len);
+    if (f) fclose(f);
+    free(data);
+    nd_weights w;
+    CHECK(nd_weights_load(path, &w, &e) != 0);
+    CHECKF(strstr(e.message, "ladder_widths") && strstr(e.message, path), "%s", e.message);
+    remove(path);
+}
+
 int main(void)
 {
+    RUN(test_width_ladder_refused);
     RUN(test_build_with_the_heads_present);
     RUN(test_init_v3_layout_and_values);
     RUN(test_config_from_metadata);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 #include "model/params.h"
 #include "model/weights.h"
@@ -216,6 +217,24 @@ static int load_head(loader *L, int k)
     return 0;
 }
 
+/* A Needle 3 config with width rungs (ladder_widths) splits the MLP
+ * permutations in halves the reader does not draw: refuse it by name rather
+ * than run other permutations than the model was trained with. */
+static int refuse_width_ladder(loader *L, const char *cfg)
+{
+    nd_json *root = NULL;
+    needle_error ignored;
+    if (nd_json_parse(cfg, strlen(cfg), L->path, &root, &ignored)) return 0; /* nd_config_from_json judged it */
+    const nd_json *v = nd_json_get(root, "ladder_widths");
+    int wide = v && v->type == ND_JSON_ARRAY && v->count > 0;
+    nd_json_free(root);
+    if (wide)
+        return nd_errorf(L->err, NEEDLE_EUNSUPPORTED,
+                         "%s: __metadata__.config has ladder_widths (width rungs, split MLP permutations): not supported",
+                         L->path);
+    return 0;
+}
+
 static int load(loader *L)
 {
     nd_weights *w = L->w;
@@ -224,6 +243,7 @@ static int load(loader *L)
         char where[300];
         snprintf(where, sizeof where, "%s: __metadata__.config", L->path);
         TRY(nd_config_from_json(&w->cfg, cfg, strlen(cfg), where, L->err));
+        TRY(refuse_width_ladder(L, cfg));
     } else {
         nd_config_defaults(&w->cfg);
         TRY(nd_config_derive(&w->cfg, L->path, L->err));
