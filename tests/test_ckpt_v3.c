@@ -24,6 +24,7 @@
 #include "io/spm_model.h"
 #include "model/cact/cact.h"
 #include "model/init.h"
+#include "model/model.h"
 #include "model/params.h"
 #include "model/weights.h"
 
@@ -310,8 +311,52 @@ static void test_width_ladder_refused(void)
     remove(path);
 }
 
+/* A config that carries a ladder order (a sliced rung's) is sliced by it, as
+ * the reference's ladder_layer_indices does, and the rung's own order is the
+ * parent's restricted to the kept layers, renumbered. */
+static void test_rung_follows_saved_ladder_order(void)
+{
+    nd_config c;
+    needle_error e = {0};
+    CHECK(nd_config_preset(&c, "needle3-tiny", &e) == 0);
+    CHECK(nd_config_set(&c, "ladder_order=0,4,1,2,3", &e) == 0);
+    CHECKF(nd_config_derive(&c, "test", &e) == 0, "%s", e.message);
+    nd_param_set ps;
+    if (nd_init_params(&c, 2, &ps, &e)) {
+        CHECKF(0, "%s", e.message);
+        return;
+    }
+    const char *path = "build/test_ckpt_v3_order.safetensors";
+    CHECKF(nd_param_set_write(&ps, &c, path, &e) == 0, "%s", e.message);
+    nd_param_set_free(&ps);
+    nd_weights w;
+    if (nd_weights_load(path, &w, &e)) {
+        CHECKF(0, "%s", e.message);
+        return;
+    }
+    CHECK(w.cfg.num_ladder_order == 5 && w.cfg.ladder_order[1] == 4);
+    const float *l1 = w.layers[1].norm_in, *l4 = w.layers[4].norm_in;
+    float *block = NULL;
+    CHECKF(nd_weights_ladder(NULL, &w, 3, &block, &e) == 0, "%s", e.message);
+    /* bisection would keep 0, 2, 4; the saved order keeps 0, 1, 4 */
+    CHECK(w.cfg.num_layers == 3 && w.layers[1].norm_in == l1 && w.layers[2].norm_in == l4);
+    CHECK(w.cfg.num_ladder_order == 3 && w.cfg.ladder_order[0] == 0 && w.cfg.ladder_order[1] == 2 &&
+          w.cfg.ladder_order[2] == 1);
+    /* sites (1, 2) -> (1); global layers (2, 4) -> (2) */
+    CHECK(w.cfg.num_sites == 1 && w.cfg.engram_layers[0] == 1 && w.cfg.global_mask == 1ull << 2);
+    char *json = nd_config_to_reference_json(&w.cfg);
+    CHECKF(json && strstr(json, "\"ladder_order\": [0, 2, 1]"), "%s", json ? json : "(null)");
+    free(json);
+    free(block);
+    nd_weights_free(&w);
+    remove(path);
+    CHECK(nd_config_set(&c, "ladder_order=0,4,1,2,2", &e) == 0);
+    CHECK(nd_config_derive(&c, "test", &e) != 0 && strstr(e.message, "ladder_order"));
+}
+
 int main(void)
 {
+    RUN(test_rung_follows_saved_ladder_order);
     RUN(test_width_ladder_refused);
     RUN(test_build_with_the_heads_present);
     RUN(test_init_v3_layout_and_values);

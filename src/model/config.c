@@ -117,6 +117,15 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err)
         RANGE3(head_queries[0], 0, 4096);
         RANGE3(head_queries[1], 0, 4096);
         RANGE3(head_queries[2], 0, 4096);
+        if (c->num_ladder_order) { /* a permutation of the layers */
+            unsigned long long seen = 0;
+            for (int i = 0; i < c->num_ladder_order; i++) {
+                int l = c->ladder_order[i];
+                if (c->num_ladder_order != c->num_layers || l < 0 || l >= c->num_layers || (seen >> l & 1ull))
+                    return bad(err, where, "ladder_order is not a permutation of the layers");
+                seen |= 1ull << l;
+            }
+        }
         c->attn_dim = c->num_heads * c->qk_head_dim;
     }
     c->head_dim = c->attn_dim / c->num_heads;
@@ -253,6 +262,8 @@ static int apply_member(nd_config *c, const char *key, const nd_json *v, const c
         c->rope_theta = (float)v->num;
         return 0;
     }
+    if (strcmp(key, "ladder_order") == 0)
+        return get_int_list(v, key, c->ladder_order, &c->num_ladder_order, ND_MAX_LAYERS_V3, where, err);
     if (strcmp(key, "engram_orders") == 0)
         return get_int_list(v, key, c->engram_orders, &c->num_orders, ND_MAX_ORDERS, where, err);
     if (strcmp(key, "engram_layers") == 0)
@@ -474,7 +485,7 @@ int nd_config_set(nd_config *c, const char *assignment, needle_error *err)
     key[kn] = '\0';
     const char *val = eq + 1;
     int is_list = strcmp(key, "engram_orders") == 0 || strcmp(key, "engram_layers") == 0 ||
-                  strcmp(key, "global_layers") == 0;
+                  strcmp(key, "global_layers") == 0 || strcmp(key, "ladder_order") == 0;
     nd_json *v = NULL;
     nd_buf text;
     nd_buf_init(&text);

@@ -184,11 +184,13 @@ char *nd_config_to_reference_json(const nd_config *c)
         if (c->global_mask >> l & 1ull) global[ng++] = l;
     put_int_list(&b, "global_layers", global, ng);
     nd_buf_printf(&b,
-                  ", \"sliding_window\": %d, \"ladder_depths\": [], \"ladder_sample\": false, \"ladder_widths\": [], "
-                  "\"ladder_order\": [], \"mhc_lanes\": %d, \"qkv_conv_taps\": %d, \"out_vocab\": %d, \"kv_window\": %d, "
+                  ", \"sliding_window\": %d, \"ladder_depths\": [], \"ladder_sample\": false, \"ladder_widths\": []",
+                  c->sliding_window);
+    put_int_list(&b, "ladder_order", c->ladder_order, c->num_ladder_order);
+    nd_buf_printf(&b,
+                  ", \"mhc_lanes\": %d, \"qkv_conv_taps\": %d, \"out_vocab\": %d, \"kv_window\": %d, "
                   "\"kv_bits\": %d, \"act_bits\": %d, \"weight_bits\": ",
-                  c->sliding_window, c->mhc_lanes, c->qkv_conv_taps, c->out_vocab, c->kv_window, c->kv_bits,
-                  c->act_bits);
+                  c->mhc_lanes, c->qkv_conv_taps, c->out_vocab, c->kv_window, c->kv_bits, c->act_bits);
     nd_json_write_string(&b, c->weight_bits, strlen(c->weight_bits), 1);
     nd_buf_puts(&b, ", \"remat\": false, \"scan_unroll\": 1}");
     if (b.oom) {
