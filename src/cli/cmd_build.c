@@ -18,6 +18,7 @@
 #include "cli/cli_options.h"
 #include "core/error.h"
 #include "model/cact/cact.h"
+#include "model/model.h"
 #include "io/spm_model.h"
 #include "model/bits_map.h"
 #include "model/weights.h"
@@ -30,7 +31,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: needle build CHECKPOINT --tokenizer TOK.model [--bits 2|3|4|1.58 | --bits-map SPEC]\n"
-            "                    [--kv-window W] [--lora ADAPTER.safetensors] --out FILE.cact\n"
+            "                    [--kv-window W] [--lora ADAPTER.safetensors] [--layers N] --out FILE.cact\n"
             "Quantise CHECKPOINT (.safetensors, or a .cact to re-quantise) with CQ and write a .cact deploy file.\n"
             "  --bits B         one width for every matrix (default: the config's weight_bits, else 4)\n"
             "  --bits-map SPEC  per-tensor widths, e.g. default=4,embedding=3,attn.v_proj=2 (widths 2,3,4,1.58;\n"
@@ -40,7 +41,9 @@ static void usage(FILE *to)
             "  --lora ADAPTER   merge a LoRA adapter (W += alpha/r * A B on q,k,v,gate,out) into the float\n"
             "                   checkpoint before quantising; its recorded base checksum must match.  An adapter\n"
             "                   trained with --qat-bits is exported at the scheme it recorded, and a --bits or\n"
-            "                   --bits-map that would deploy other numerics is refused\n");
+            "                   --bits-map that would deploy other numerics is refused\n"
+            "  --layers N       Needle 3: write ladder rung N (2..L): layers sorted(bisection order[:N]) renumbered,\n"
+            "                   with their engram sites, global flags and head rows\n");
 }
 
 static int fail_err(const needle_error *err) { return cli_fail("build", err->message); }
@@ -74,6 +77,7 @@ static int check_tokenizer(const nd_vocab *v, int vocab_size, const char *where,
 int cmd_build(int argc, char **argv)
 {
     const char *ckpt = NULL, *tok = NULL, *bits = NULL, *bits_map = NULL, *kv = NULL, *out = NULL, *lora = NULL;
+    const char *layers_arg = NULL;
     cli_common c;
     cli_common_init(&c, CLI_TOKENIZER);
     for (int i = 1; i < argc; i++) {
@@ -91,6 +95,7 @@ int cmd_build(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--kv-window"))) kv = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--lora"))) lora = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--layers"))) layers_arg = v;
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "needle build: unknown or incomplete option '%s'\n", argv[i]);
             usage(stderr);
@@ -130,6 +135,8 @@ int cmd_build(int argc, char **argv)
         snprintf(spec, sizeof spec, "default=%s", bits);
         bits_map = spec;
     }
+    int layers = 0;
+    if (layers_arg && cli_int("build", "--layers", layers_arg, 2, 64, &layers)) return 2;
     long kv_window = -1;
     if (kv) {
         int w = 0;
@@ -156,6 +163,29 @@ int cmd_build(int argc, char **argv)
             return fail_err(&err);
         }
         printf("  %-10s%s  into q,k,v,gate,out of %d layers\n", "merged", lora, w.cfg.num_layers);
+        /* as the reference's build: a Needle 3 confidence head is not trained with the adapter,
+         * so a LoRA build leaves it out (confidence then reports none) */
+        if (nd_config_generation(&w.cfg) == 3 && w.confidence.present) {
+            w.confidence.present = 0;
+            printf("  %-10sthe confidence head (not trained with the adapter)\n", "dropped");
+        }
+    }
+    float *rung_block = NULL; /* the rung's head rows; freed after writing */
+    if (layers && layers != w.cfg.num_layers) {
+        /* the reference's rung: 2 <= N < L (N = L is the model itself) */
+        if (nd_config_generation(&w.cfg) != 3 || layers > w.cfg.num_layers) {
+            fprintf(stderr, "needle build: --layers %d: %s\n", layers,
+                    nd_config_generation(&w.cfg) != 3 ? "ladder rungs are a Needle 3 feature (this is a Needle 2 model)"
+                                                      : "more than the model's layers");
+            nd_weights_free(&w);
+            return 2;
+        }
+        int from = w.cfg.num_layers;
+        if (nd_weights_ladder(NULL, &w, layers, &rung_block, &err)) {
+            nd_weights_free(&w);
+            return fail_err(&err);
+        }
+        printf("  %-10s%d of %d layers (ladder rung)\n", "depth", layers, from);
     }
 
     nd_vocab v;
@@ -164,12 +194,14 @@ int cmd_build(int argc, char **argv)
     else if (w.tokenizer_blob) rc = nd_vocab_from_blob(w.tokenizer_blob, w.tokenizer_blob_size, ckpt, &v, &err);
     else rc = nd_errorf(&err, NEEDLE_EINVAL, "--tokenizer TOK.model is required for %s", ckpt);
     if (rc) {
+        free(rung_block);
         nd_weights_free(&w);
         return fail_err(&err);
     }
     /* the checks `run` makes, here, naming the tokenizer: never write a model run would refuse */
     rc = check_tokenizer(&v, w.cfg.vocab_size, tok ? tok : ckpt, &err);
     if (rc) {
+        free(rung_block);
         nd_vocab_free(&v);
         nd_weights_free(&w);
         return fail_err(&err);
@@ -181,6 +213,7 @@ int cmd_build(int argc, char **argv)
 
     nd_cact_write_stats st;
     rc = nd_cact_write(out, &w, &v, bits_map, &st, &err);
+    free(rung_block);
     int act_bits = w.cfg.act_bits;
     nd_vocab_free(&v);
     nd_weights_free(&w);

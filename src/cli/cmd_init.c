@@ -15,11 +15,14 @@
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: needle init [--preset base|tiny] [--config FILE.json] [--set key=value ...]\n"
+            "usage: needle init [--preset base|tiny|needle3|needle3-tiny] [--config FILE.json] [--set key=value ...]\n"
             "                   [--seed N] --out FILE.safetensors\n\n"
             "Write a randomly initialised Needle checkpoint (reference initialisation).\n"
             "  --preset NAME   base: the released geometry (d=512, 8/4 heads, 27 layers; default)\n"
             "                  tiny: the geometry of tests/golden/tiny.safetensors (d=128, 4 layers)\n"
+            "                  needle3: Needle 3, the reference's default geometry (d=768, 20 layers)\n"
+            "                  needle3-tiny: Needle 3, the geometry of tests/golden/needle3/n3_tiny (d=128, 5 layers)\n"
+            "                  (Needle 3 checkpoints are written in the reference's layout and metadata)\n"
             "  --config FILE   start from a config JSON instead of a preset\n"
             "  --set k=v       override one config field, e.g. num_layers=6, engram_layers=1,4,\n"
             "                  rope_theta=1e4 (repeatable; applied in order)\n"

@@ -2,6 +2,7 @@
 #include "model/bits_map.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -35,8 +36,18 @@ static int key_matches(const char *key, const char *pat)
  * "attn.qproj" that would otherwise silently fall back to the default. */
 static int key_is_known(const char *key)
 {
-    for (int i = 0; i < ND_P_COUNT; i++)
-        if (nd_params[i].cq && key_matches(key, nd_params[i].cact_name)) return 1;
+    for (int i = 0; i < ND_P_COUNT; i++) {
+        const nd_param_desc *p = &nd_params[i];
+        if (!p->cq) continue;
+        if (p->scope != ND_SCOPE_HEAD && key_matches(key, p->cact_name)) return 1;
+        /* Needle 3 head matrices: heads.{embedding,confidence,router}.{probes,query,proj} */
+        for (int h = 0; p->scope == ND_SCOPE_HEAD && h < ND_NUM_HEAD_KINDS; h++) {
+            char name[64];
+            snprintf(name, sizeof name, "heads.");
+            snprintf(name + 6, sizeof name - 6, p->cact_name, nd_param_heads[h].name3);
+            if (!strncmp(name, key, strlen(key))) return 1;
+        }
+    }
     return 0;
 }
 
@@ -97,7 +108,12 @@ int nd_bits_map_parse(const char *spec, nd_bits_map *m, needle_error *err)
 
 int nd_bits_map_lookup(const nd_bits_map *m, const char *canonical)
 {
-    int best = m->default_bits;
+    return nd_bits_map_lookup_or(m, canonical, m->default_bits);
+}
+
+int nd_bits_map_lookup_or(const nd_bits_map *m, const char *canonical, int fallback)
+{
+    int best = fallback;
     size_t best_len = 0;
     for (int i = 0; i < m->count; i++) {
         size_t n = strlen(m->entries[i].key);

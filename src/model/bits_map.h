@@ -33,5 +33,9 @@ int nd_bits_map_parse(const char *spec, nd_bits_map *m, needle_error *err);
 
 /* The width for a canonical tensor name. */
 int nd_bits_map_lookup(const nd_bits_map *m, const char *canonical);
+/* The width a key of the map gives the name, or `fallback` when no key
+ * matches it (Needle 3 head matrices: 4 bits unless named, as the reference
+ * exports them whatever the model's width). */
+int nd_bits_map_lookup_or(const nd_bits_map *m, const char *canonical, int fallback);
 
 #endif

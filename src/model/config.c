@@ -111,6 +111,21 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err)
         RANGE3(qkv_conv_taps, 0, 64);
         RANGE3(engram_seed_heads, 0, MAX_DIM);
         RANGE3(num_layers, 1, ND_MAX_LAYERS_V3);
+        RANGE3(head_probes[0], 0, 4096);
+        RANGE3(head_probes[1], 0, 4096);
+        RANGE3(head_probes[2], 0, 4096);
+        RANGE3(head_queries[0], 0, 4096);
+        RANGE3(head_queries[1], 0, 4096);
+        RANGE3(head_queries[2], 0, 4096);
+        if (c->num_ladder_order) { /* a permutation of the layers */
+            unsigned long long seen = 0;
+            for (int i = 0; i < c->num_ladder_order; i++) {
+                int l = c->ladder_order[i];
+                if (c->num_ladder_order != c->num_layers || l < 0 || l >= c->num_layers || (seen >> l & 1ull))
+                    return bad(err, where, "ladder_order is not a permutation of the layers");
+                seen |= 1ull << l;
+            }
+        }
         c->attn_dim = c->num_heads * c->qk_head_dim;
     }
     c->head_dim = c->attn_dim / c->num_heads;
@@ -213,6 +228,12 @@ static int apply_member(nd_config *c, const char *key, const nd_json *v, const c
         /* Needle 3 (a config with qk_head_dim is a Needle 3 config) */
         F(qk_head_dim), F(v_head_dim), F(out_vocab), F(sliding_window), F(qkv_conv_taps), F(engram_seed_heads),
         {"embedding_dim", offsetof(nd_config, contrastive_dim)},
+        {"embedding_probes", offsetof(nd_config, head_probes)},
+        {"confidence_probes", offsetof(nd_config, head_probes) + sizeof(int)},
+        {"router_probes", offsetof(nd_config, head_probes) + 2 * sizeof(int)},
+        {"embedding_queries", offsetof(nd_config, head_queries)},
+        {"confidence_queries", offsetof(nd_config, head_queries) + sizeof(int)},
+        {"router_queries", offsetof(nd_config, head_queries) + 2 * sizeof(int)},
 #undef F
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
@@ -241,6 +262,8 @@ static int apply_member(nd_config *c, const char *key, const nd_json *v, const c
         c->rope_theta = (float)v->num;
         return 0;
     }
+    if (strcmp(key, "ladder_order") == 0)
+        return get_int_list(v, key, c->ladder_order, &c->num_ladder_order, ND_MAX_LAYERS_V3, where, err);
     if (strcmp(key, "engram_orders") == 0)
         return get_int_list(v, key, c->engram_orders, &c->num_orders, ND_MAX_ORDERS, where, err);
     if (strcmp(key, "engram_layers") == 0)
@@ -308,9 +331,16 @@ char *nd_config_to_json(const nd_config *c)
     if (c->generation == 3) {
         nd_buf_printf(&b,
                       ",\"qk_head_dim\":%d,\"v_head_dim\":%d,\"out_vocab\":%d,\"sliding_window\":%d,"
-                      "\"qkv_conv_taps\":%d,\"engram_seed_heads\":%d,\"embedding_dim\":%d,\"global_layers\":[",
+                      "\"qkv_conv_taps\":%d,\"engram_seed_heads\":%d,\"embedding_dim\":%d,",
                       c->qk_head_dim, c->v_head_dim, c->out_vocab, c->sliding_window, c->qkv_conv_taps,
                       c->engram_seed_heads, c->contrastive_dim);
+        static const char *const head_names[3] = {"embedding", "confidence", "router"};
+        for (int h = 0; h < 3; h++)
+            if (c->head_probes[h] > 0 || c->head_queries[h] > 0)
+                nd_buf_printf(&b, "\"%s_probes\":%d,\"%s_queries\":%d,", head_names[h],
+                              c->head_probes[h] > 0 ? c->head_probes[h] : 4, head_names[h],
+                              c->head_queries[h] > 0 ? c->head_queries[h] : 4);
+        nd_buf_puts(&b, "\"global_layers\":[");
         int first = 1;
         for (int l = 0; l < 64; l++)
             if (c->global_mask >> l & 1ull) nd_buf_printf(&b, "%s%d", first ? "" : ",", l), first = 0;
@@ -398,6 +428,25 @@ int nd_config_preset(nd_config *c, const char *name, needle_error *err)
         c->engram_layers[0] = 1;
         c->engram_layers[1] = 3;
         c->num_sites = 2;
+    } else if (name && strcmp(name, "needle3-tiny") == 0) {
+        /* the geometry of tests/golden/needle3/n3_tiny.safetensors */
+        c->generation = 3;
+        c->d_model = 128;
+        c->num_heads = 4;
+        c->num_kv_heads = 2;
+        c->num_layers = 5;
+        c->qk_head_dim = 16;
+        c->v_head_dim = 32;
+        c->max_seq_len = 256;
+        c->contrastive_dim = 32;
+        c->engram_slots = 512;
+        c->engram_layers[0] = 1;
+        c->engram_layers[1] = 2;
+        c->num_sites = 2;
+        c->global_mask = 1ull << 2 | 1ull << 4;
+        c->sliding_window = 8;
+        c->qkv_conv_taps = 3;
+        c->attn_dim = c->num_heads * c->qk_head_dim;
     } else if (name && strcmp(name, "needle3") == 0) {
         /* SPEC-needle3 1.1: the reference's default TransformerConfig */
         c->generation = 3;
@@ -419,7 +468,7 @@ int nd_config_preset(nd_config *c, const char *name, needle_error *err)
         c->qkv_conv_taps = 3;
         c->attn_dim = c->num_heads * c->qk_head_dim;
     } else {
-        return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny, needle3)", name ? name : "(null)");
+        return nd_errorf(err, NEEDLE_EINVAL, "unknown preset \"%s\" (base, tiny, needle3, needle3-tiny)", name ? name : "(null)");
     }
     return nd_config_derive(c, name, err);
 }
@@ -436,7 +485,7 @@ int nd_config_set(nd_config *c, const char *assignment, needle_error *err)
     key[kn] = '\0';
     const char *val = eq + 1;
     int is_list = strcmp(key, "engram_orders") == 0 || strcmp(key, "engram_layers") == 0 ||
-                  strcmp(key, "global_layers") == 0;
+                  strcmp(key, "global_layers") == 0 || strcmp(key, "ladder_order") == 0;
     nd_json *v = NULL;
     nd_buf text;
     nd_buf_init(&text);

@@ -29,6 +29,12 @@ typedef struct nd_config {
     unsigned long long global_mask; /* v3: bit l set = layer l is global */
     int qkv_conv_taps;     /* v3: causal depthwise conv taps on q, k, v (0 = none) */
     int engram_seed_heads; /* v3: engram seed stride (0 = engram_heads_eff) */
+    /* v3: each probe head's probes per row k and queries q, in head order
+     * (embedding, confidence, router); 0 = the reference's default 4 */
+    int head_probes[3], head_queries[3];
+    /* v3: the layer order ladder rungs take (a sliced rung's checkpoint carries
+     * its parent's); none (0) = the bisection order of num_layers */
+    int ladder_order[ND_MAX_LAYERS_V3], num_ladder_order;
 
     /* derived by nd_config_derive */
     int head_dim;         /* hd = A / H */

@@ -29,6 +29,7 @@ typedef struct nd_param_set {
     size_t count;
     float *block; /* one allocation holding every parameter */
     size_t total; /* floats in block = number of parameters */
+    uint64_t seed; /* the seed nd_init_params drew with (recorded in a v3 checkpoint's run) */
 } nd_param_set;
 
 /* Allocate and initialise every parameter of `c` (which must be derived).
@@ -39,7 +40,14 @@ void nd_param_set_free(nd_param_set *ps);
 const nd_param *nd_param_find(const nd_param_set *ps, const char *name);
 
 /* Write the parameters as a checkpoint (.safetensors, F32) with
- * __metadata__ {"format":"needle-checkpoint","config":<config JSON>}. */
+ * __metadata__ {"format":"needle-checkpoint","config":<config JSON>}; a
+ * Needle 3 config gets the reference's metadata instead: format_version "2",
+ * config (nd_config_to_reference_json), step "0", run {generator, seed}. */
 int nd_param_set_write(const nd_param_set *ps, const nd_config *c, const char *path, needle_error *err);
+
+/* A Needle 3 config as the reference's checkpoints carry it: every
+ * TransformerConfig field in its order, Python json.dumps spacing (heap
+ * string, NULL when out of memory).  Our reader takes it back unchanged. */
+char *nd_config_to_reference_json(const nd_config *c);
 
 #endif

@@ -61,7 +61,9 @@ int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned,
     if (N < 1 || N > L)
         return nd_errorf(err, NEEDLE_EINVAL, "ladder: rung %d is outside 1..%d (the file's layers)", N, L);
     int order[64], keep[64];
-    if (nd_ladder_order(L, order) != L) return nd_errorf(err, NEEDLE_ENOMEM, "ladder: out of memory");
+    /* a config that carries its ladder order (a sliced rung's) keeps it, as the reference does */
+    if (c->num_ladder_order == L) memcpy(order, c->ladder_order, sizeof(int) * (size_t)L);
+    else if (nd_ladder_order(L, order) != L) return nd_errorf(err, NEEDLE_ENOMEM, "ladder: out of memory");
     char taken[64] = {0};
     for (int i = 0; i < N; i++) taken[order[i]] = 1;
     for (int l = 0, k = 0; l < L; l++)
@@ -89,7 +91,8 @@ int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned,
         for (int r = 0; r <= N; r++)
             for (int j = 0; j < k; j++) {
                 int from = (r == 0 ? 0 : keep[r - 1] + 1) * k + j;
-                be->ops.gather_rows(be, &hw->layer_probes, &from, 1, probes + ((size_t)r * k + j) * d);
+                if (be) be->ops.gather_rows(be, &hw->layer_probes, &from, 1, probes + ((size_t)r * k + j) * d);
+                else nd_matrix_dequant_rows(&hw->layer_probes, from, 1, probes + ((size_t)r * k + j) * d);
             }
         p += (size_t)(N + 1) * k * d;
         select_rows(hw->gain, 1, L + 1, k, keep, N, p);
@@ -118,6 +121,12 @@ int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned,
             }
     c->num_sites = sites;
     c->global_mask = mask;
+    /* the rung's own order: the parent's, restricted to the kept layers and renumbered */
+    int n_order = 0, renum[64];
+    for (int i = 0; i < N; i++) renum[keep[i]] = i;
+    for (int i = 0; i < L; i++)
+        if (taken[order[i]]) c->ladder_order[n_order++] = renum[order[i]];
+    c->num_ladder_order = n_order;
     c->num_layers = N;
     needle_error derr;
     if (nd_config_derive(c, "ladder", &derr)) {

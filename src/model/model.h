@@ -56,7 +56,8 @@ void nd_model_free(nd_model *m);
 
 /* The ladder (model/ladder.c): the bisection order of L layers into order[L]
  * (returns L, or -1 out of memory), and restricting a weight view whose
- * `layers` array the caller owns to rung N (head rows copied into *owned). */
+ * `layers` array the caller owns to rung N (head rows copied into *owned;
+ * be may be NULL: matrices are then dequantised by nd_matrix_dequant_rows). */
 int nd_ladder_order(int L, int *order);
 int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned, needle_error *err);
 

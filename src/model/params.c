@@ -58,6 +58,18 @@ int nd_head_out_dim(const nd_config *c, int head)
 #define ND_V3_HEAD_K 4
 #define ND_V3_HEAD_Q 4
 
+/* a head's probes per row k and queries q: the config's {embedding,
+ * confidence,router}_{probes,queries}, else the defaults */
+static int v3_head_k(const nd_config *c, int head)
+{
+    return head < ND_NUM_HEAD_KINDS && c->head_probes[head] > 0 ? c->head_probes[head] : ND_V3_HEAD_K;
+}
+
+static int v3_head_q(const nd_config *c, int head)
+{
+    return head < ND_NUM_HEAD_KINDS && c->head_queries[head] > 0 ? c->head_queries[head] : ND_V3_HEAD_Q;
+}
+
 int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
 {
     int64_t d = c->d_model, n = c->mhc_lanes;
@@ -77,10 +89,10 @@ int64_t nd_dim_value(const nd_config *c, nd_dim dim, int head)
     case ND_DIM_HB: return c->hada_b;
     case ND_DIM_RANK: return ND_MLP_GATE_RANK;
     case ND_DIM_L1: return (int64_t)c->num_layers + 1;
-    case ND_DIM_HK: return head >= 0 ? ND_V3_HEAD_K : 0;
-    case ND_DIM_HQ: return head >= 0 ? ND_V3_HEAD_Q : 0;
-    case ND_DIM_L1K: return head >= 0 ? ((int64_t)c->num_layers + 1) * ND_V3_HEAD_K : 0;
-    case ND_DIM_HQD: return head >= 0 ? (int64_t)ND_V3_HEAD_Q * d : 0;
+    case ND_DIM_HK: return head >= 0 ? v3_head_k(c, head) : 0;
+    case ND_DIM_HQ: return head >= 0 ? v3_head_q(c, head) : 0;
+    case ND_DIM_L1K: return head >= 0 ? ((int64_t)c->num_layers + 1) * v3_head_k(c, head) : 0;
+    case ND_DIM_HQD: return head >= 0 ? (int64_t)v3_head_q(c, head) * d : 0;
     case ND_DIM_THREE: return 3;
     case ND_DIM_NH: return c->hada_n;
     case ND_DIM_N: return n;
@@ -152,9 +164,30 @@ void nd_param_ckpt_name(const nd_param_desc *p, int instance, char *out, size_t 
     else snprintf(out, n, "%s", p->ckpt);
 }
 
+void nd_param_ckpt_name_cfg(const nd_param_desc *p, const nd_config *c, int instance, char *out, size_t n)
+{
+    if (nd_config_generation(c) != 3 || n == 0) {
+        nd_param_ckpt_name(p, instance, out, n);
+        return;
+    }
+    if (p->scope == ND_SCOPE_SITE) snprintf(out, n, p->ckpt, instance);
+    else if (p->scope == ND_SCOPE_HEAD) snprintf(out, n, p->ckpt, nd_param_heads[instance].name3);
+    else snprintf(out, n, "%s", p->ckpt);
+    /* the table's paths are `.`-joined; no segment holds a '.' of its own */
+    for (char *s = out; *s; s++)
+        if (*s == '.') *s = '/';
+}
+
+int nd_param_in_ckpt(const nd_param_desc *p, const nd_config *c)
+{
+    return nd_param_in_config(p, c) && !p->ckpt_optional;
+}
+
 int nd_param_ckpt_shape(const nd_param_desc *p, const nd_config *c, int head, int64_t shape[4])
 {
     int k = 0;
+    /* flax scalars outside the stacked layers (log_temp, bias) are () in a v3 checkpoint */
+    if (p->kind == ND_KIND_SCALAR && p->scope == ND_SCOPE_HEAD && nd_config_generation(c) == 3) return 0;
     if (p->scope == ND_SCOPE_LAYER) shape[k++] = c->num_layers;
     for (int i = 0; i < ND_PARAM_CK_DIMS && p->ck[i] != ND_DIM_NONE; i++) shape[k++] = nd_dim_value(c, p->ck[i], head);
     return k;
@@ -226,12 +259,11 @@ void nd_legacy_permutation(uint32_t seed, float *out, size_t n)
     }
 }
 
-void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, int ndim, const int64_t *shape,
-                        int num_layers, uint64_t seed)
+static void init_fill(const nd_param_desc *p, double v, const char *name, float *data, int ndim, const int64_t *shape,
+                      int num_layers, uint64_t seed)
 {
     size_t numel = 1;
     for (int i = 0; i < ndim; i++) numel *= (size_t)shape[i];
-    double v = p->init_value;
     switch (p->init) {
     case ND_INIT_NORMAL:
     case ND_INIT_NORMAL_RESIDUAL: {
@@ -263,11 +295,32 @@ void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, i
     case ND_INIT_PERMUTATION:
         nd_legacy_permutation((uint32_t)v, data, numel);
         break;
+    case ND_INIT_VALUES: {
+        size_t nv = sizeof p->init_values / sizeof p->init_values[0];
+        for (size_t i = 0; i < numel; i++) data[i] = (float)p->init_values[i % nv];
+        break;
+    }
     case ND_INIT_FIRST_ROW: {
-        size_t row = (size_t)shape[ndim - 1];
+        /* the first row of every trailing (taps, width) block: a LAYER tensor
+         * (L, taps, width) starts each layer's convolution as the identity */
+        size_t row = (size_t)shape[ndim - 1], block = ndim >= 2 ? row * (size_t)shape[ndim - 2] : row;
         memset(data, 0, numel * sizeof(float));
-        for (size_t i = 0; i < row && i < numel; i++) data[i] = (float)v;
+        for (size_t m = 0; m < numel; m += block)
+            for (size_t i = 0; i < row && m + i < numel; i++) data[m + i] = (float)v;
         break;
     }
     }
+}
+
+void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, int ndim, const int64_t *shape,
+                        int num_layers, uint64_t seed)
+{
+    init_fill(p, p->init_value, name, data, ndim, shape, num_layers, seed);
+}
+
+void nd_param_init_fill_cfg(const nd_param_desc *p, const nd_config *c, const char *name, float *data, int ndim,
+                            const int64_t *shape, uint64_t seed)
+{
+    double v = p->init3 && nd_config_generation(c) == 3 ? p->init_value3 : p->init_value;
+    init_fill(p, v, name, data, ndim, shape, c->num_layers, seed);
 }

@@ -73,7 +73,8 @@ typedef enum {
     ND_INIT_EYE,             /* init_value * I on the trailing (n, n) axes */
     ND_INIT_FIRST_ROW,       /* first row init_value, the rest 0 (taps start as identity) */
     ND_INIT_WALSH,           /* the normalised Walsh matrix H_n / sqrt(n) on the trailing (n, n) axes */
-    ND_INIT_PERMUTATION      /* numpy RandomState(init_value).permutation(n), as floats */
+    ND_INIT_PERMUTATION,     /* numpy RandomState(init_value).permutation(n), as floats */
+    ND_INIT_VALUES           /* the listed init_values, in order (the router's calibration row) */
 } nd_init_kind;
 
 /* LoRA targets (SPEC 9), numbered from 1 so that 0 means "not a target". */
@@ -113,6 +114,11 @@ typedef struct nd_param_desc {
     unsigned gens;
     unsigned cact_heads; /* HEAD only: heads whose .cact group has it (mask; 0 = every head) */
     int fp32;            /* stored as FP32 in .cact (the MLP permutations) */
+    int ckpt_optional;   /* a checkpoint may omit it (the reference's does): read when present, else its
+                          * initialiser; `needle init` does not write it */
+    int init3;           /* Needle 3 initialises it to init_value3 instead of init_value */
+    double init_value3;
+    double init_values[4]; /* ND_INIT_VALUES */
 } nd_param_desc;
 
 typedef struct nd_head_kind {
@@ -145,9 +151,17 @@ int nd_param_in_head_cact(const nd_param_desc *p, int head);
 int nd_head_out_dim(const nd_config *c, int head);
 
 /* Checkpoint name for one instance (site index or head index; ignored for
- * GLOBAL / LAYER). */
+ * GLOBAL / LAYER) in a Needle 2 checkpoint: the table's `.`-joined path. */
 void nd_param_ckpt_name(const nd_param_desc *p, int instance, char *out, size_t n);
-/* Checkpoint shape (LAYER: leading L axis included); returns ndim. */
+/* The name in a checkpoint of config c's generation: Needle 3 checkpoints
+ * join the same path with `/` and call head 1 "embedding"
+ * (embedding_head/proj/kernel; SPEC-needle3 1.1). */
+void nd_param_ckpt_name_cfg(const nd_param_desc *p, const nd_config *c, int instance, char *out, size_t n);
+/* Is p one of the tensors a checkpoint of c's generation holds (the
+ * generation has it and it is not optional there)? */
+int nd_param_in_ckpt(const nd_param_desc *p, const nd_config *c);
+/* Checkpoint shape (LAYER: leading L axis included); returns ndim.  A
+ * Needle 3 head scalar (log_temp) is () as the reference writes it. */
 int nd_param_ckpt_shape(const nd_param_desc *p, const nd_config *c, int head, int64_t shape[4]);
 /* Elements of one instance in the engine: rows*cols, the vector length, or 1. */
 int64_t nd_param_elems(const nd_param_desc *p, const nd_config *c, int head);
@@ -178,5 +192,9 @@ void nd_legacy_permutation(uint32_t seed, float *out, size_t n);
 
 void nd_param_init_fill(const nd_param_desc *p, const char *name, float *data, int ndim, const int64_t *shape,
                         int num_layers, uint64_t seed);
+/* The same for config c's generation (Needle 3's own constants: d3 1,
+ * log_temp log 10). */
+void nd_param_init_fill_cfg(const nd_param_desc *p, const nd_config *c, const char *name, float *data, int ndim,
+                            const int64_t *shape, uint64_t seed);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 #include "model/params.h"
 #include "model/weights.h"
@@ -116,6 +117,34 @@ static int vec(loader *L, const nd_st_tensor *t, size_t off, size_t count, const
     return 0;
 }
 
+/* A parameter the checkpoint does not carry (the MLP permutations, the
+ * router's calibration, the embedding head's absent bias): its initialiser's
+ * values, in the arena. */
+static int fill_init(loader *L, const nd_param_desc *p, int index)
+{
+    nd_weights *w = L->w;
+    const nd_config *c = &w->cfg;
+    int head = p->scope == ND_SCOPE_HEAD ? index : -1;
+    char name[160];
+    int64_t shape[4];
+    nd_param_ckpt_name_cfg(p, c, index, name, sizeof name);
+    int ndim = nd_param_ckpt_shape(p, c, head, shape);
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *v = take(L, n);
+    if (!v) return nd_errorf(L->err, NEEDLE_ENOMEM, "%s: arena exhausted at \"%s\"", L->path, name);
+    nd_param_init_fill_cfg(p, c, name, v, ndim, shape, 0);
+    int layers = p->scope == ND_SCOPE_LAYER ? c->num_layers : 1;
+    size_t per = (size_t)nd_param_elems(p, c, head);
+    for (int l = 0; l < layers; l++) {
+        void *f = nd_param_field(p, nd_param_base(w, p, p->scope == ND_SCOPE_LAYER ? l : index));
+        if (p->kind == ND_KIND_SCALAR) *(float *)f = v[(size_t)l * per];
+        else if (p->kind == ND_KIND_VECTOR) *(const float **)f = v + (size_t)l * per;
+        else return nd_errorf(L->err, NEEDLE_EFORMAT, "%s: tensor \"%s\" is missing", L->path, name);
+    }
+    return 0;
+}
+
 /* One parameter of model/params.def for instance `index` (site or head;
  * every layer at once for LAYER scope): found by checkpoint name, checked
  * against the shape the config implies, and bound into the weights. */
@@ -126,11 +155,15 @@ static int load_param(loader *L, const nd_param_desc *p, int index)
     int head = p->scope == ND_SCOPE_HEAD ? index : -1;
     char name[160];
     int64_t shape[4];
-    nd_param_ckpt_name(p, index, name, sizeof name);
+    nd_param_ckpt_name_cfg(p, c, index, name, sizeof name);
     int ndim = nd_param_ckpt_shape(p, c, head, shape);
     const nd_st_tensor *t = nd_st_find(&L->st, name);
-    /* a one-element tensor outside the layers may also be written as a scalar () */
-    if (t && t->ndim == 0 && p->kind == ND_KIND_SCALAR && p->scope != ND_SCOPE_LAYER) ndim = 0;
+    if (!t && p->ckpt_optional) return fill_init(L, p, index);
+    /* a one-element tensor outside the layers may be written as () or (1,) */
+    if (t && p->kind == ND_KIND_SCALAR && p->scope != ND_SCOPE_LAYER && t->numel == 1 && t->ndim <= 1) {
+        ndim = t->ndim;
+        shape[0] = 1;
+    }
     TRY(need(L, name, ndim, shape, &t));
     TRY(refuse_nonfinite(L, t));
     int layers = p->scope == ND_SCOPE_LAYER ? c->num_layers : 1;
@@ -170,7 +203,7 @@ static int load_head(loader *L, int k)
         if (p->scope != ND_SCOPE_HEAD || !nd_param_in_config(p, &w->cfg)) continue;
         if (first) {
             char name[160];
-            nd_param_ckpt_name(p, k, name, sizeof name);
+            nd_param_ckpt_name_cfg(p, &w->cfg, k, name, sizeof name);
             if (!nd_st_find(&L->st, name)) return 0;
             h->present = 1;
             h->num_probes = (int)nd_dim_value(&w->cfg, nd_config_generation(&w->cfg) == 3 ? ND_DIM_HK : ND_DIM_PROBES, k);
@@ -178,21 +211,27 @@ static int load_head(loader *L, int k)
             h->out_dim = nd_head_out_dim(&w->cfg, k);
             first = 0;
         }
-        if (nd_param_in_head_ckpt(p, k)) {
-            TRY(load_param(L, p, k));
-            continue;
-        }
-        void *f = nd_param_field(p, h);
-        if (p->kind == ND_KIND_SCALAR) {
-            *(float *)f = (float)p->init_value;
-        } else if (p->kind == ND_KIND_VECTOR) {
-            size_t n = (size_t)nd_param_elems(p, &w->cfg, k);
-            float *v = take(L, n);
-            if (!v) return nd_errorf(L->err, NEEDLE_ENOMEM, "%s: arena exhausted", L->path);
-            for (size_t j = 0; j < n; j++) v[j] = (float)p->init_value;
-            *(const float **)f = v;
-        }
+        if (nd_param_in_head_ckpt(p, k)) TRY(load_param(L, p, k));
+        else TRY(fill_init(L, p, k));
     }
+    return 0;
+}
+
+/* A Needle 3 config with width rungs (ladder_widths) splits the MLP
+ * permutations in halves the reader does not draw: refuse it by name rather
+ * than run other permutations than the model was trained with. */
+static int refuse_width_ladder(loader *L, const char *cfg)
+{
+    nd_json *root = NULL;
+    needle_error ignored;
+    if (nd_json_parse(cfg, strlen(cfg), L->path, &root, &ignored)) return 0; /* nd_config_from_json judged it */
+    const nd_json *v = nd_json_get(root, "ladder_widths");
+    int wide = v && v->type == ND_JSON_ARRAY && v->count > 0;
+    nd_json_free(root);
+    if (wide)
+        return nd_errorf(L->err, NEEDLE_EUNSUPPORTED,
+                         "%s: __metadata__.config has ladder_widths (width rungs, split MLP permutations): not supported",
+                         L->path);
     return 0;
 }
 
@@ -204,6 +243,7 @@ static int load(loader *L)
         char where[300];
         snprintf(where, sizeof where, "%s: __metadata__.config", L->path);
         TRY(nd_config_from_json(&w->cfg, cfg, strlen(cfg), where, L->err));
+        TRY(refuse_width_ladder(L, cfg));
     } else {
         nd_config_defaults(&w->cfg);
         TRY(nd_config_derive(&w->cfg, L->path, L->err));
@@ -212,6 +252,11 @@ static int load(loader *L)
      * contrastive head's zero bias.  malloc only commits what is touched. */
     size_t cap = (size_t)w->cfg.contrastive_dim + 16;
     for (size_t i = 0; i < L->st.count; i++) cap += L->st.tensors[i].numel;
+    /* ... and the parameters a checkpoint may leave to their initialiser */
+    for (int i = 0; i < ND_P_COUNT; i++)
+        if (nd_params[i].ckpt_optional && nd_param_in_config(&nd_params[i], &w->cfg))
+            cap += (size_t)nd_param_elems(&nd_params[i], &w->cfg, nd_params[i].scope == ND_SCOPE_HEAD ? 0 : -1) *
+                   (nd_params[i].scope == ND_SCOPE_LAYER ? (size_t)w->cfg.num_layers : 1) * ND_NUM_HEAD_KINDS;
     L->arena = malloc(cap * sizeof(float));
     L->cap = cap;
     w->layers = calloc((size_t)w->cfg.num_layers, sizeof *w->layers);

@@ -82,7 +82,10 @@ static void add_param_slot(layout_builder *b, const nd_config *c, const nd_param
     }
     size_t at = strlen(s->name);
     snprintf(s->name + at, sizeof s->name - at, "%.*s", (int)(sizeof s->name - 1 - at), base);
-    if (p->cq) snprintf(s->canonical, sizeof s->canonical, "%.*s", (int)sizeof s->canonical - 1, base);
+    /* bits-map names: a v3 head's matrices are "heads.embedding.probes", ... (not "embedding...") */
+    if (p->cq && p->scope == ND_SCOPE_HEAD)
+        snprintf(s->canonical, sizeof s->canonical, "heads.%.*s", (int)sizeof s->canonical - 7, base);
+    else if (p->cq) snprintf(s->canonical, sizeof s->canonical, "%.*s", (int)sizeof s->canonical - 1, base);
     if (p->scope == ND_SCOPE_SITE) s->site = instance;
     if (p->scope == ND_SCOPE_HEAD) s->head = instance, s->head_code = h->code, s->head_kind = h->code - 1;
 }

@@ -330,7 +330,9 @@ int nd_cact_write(const char *path, const nd_weights *w, const nd_vocab *vocab, 
         if (s->storage == ND_SLOT_QUANT) {
             r->dtype = ND_CACT_CQ;
             r->group = ND_CQ_GROUP;
-            r->bits = (uint32_t)nd_bits_map_lookup(&bm, s->canonical);
+            /* head matrices: 4 bits (the reference's HEAD_BITS) unless the map names them */
+            r->bits = (uint32_t)(s->param->scope == ND_SCOPE_HEAD ? nd_bits_map_lookup_or(&bm, s->canonical, 4)
+                                                                   : nd_bits_map_lookup(&bm, s->canonical));
             r->nbytes = nd_cq_blob_bytes(s->shape[0], s->shape[1], (int)r->bits);
         } else if (s->storage == ND_SLOT_BYTES) {
             r->dtype = ND_CACT_RAW;
