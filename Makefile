@@ -26,10 +26,13 @@ CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(ARCHFLAGS) -fPIC -D_GNU_SOURCE -Iinclude
 LDLIBS  += -lm -pthread
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/server/*' | sort)
-# the target's architecture: *_avx512.c / *_avx2.c are x86-64 only
+# the target's architecture: *_avx512.c / *_avx2.c are x86-64 only, *_neon.c AArch64 only
 TARGET_ARCH_NAME := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
 ifneq ($(TARGET_ARCH_NAME),x86_64)
 LIB_SRC  := $(filter-out %_avx512.c %_avx2.c,$(LIB_SRC))
+endif
+ifneq ($(TARGET_ARCH_NAME),aarch64)
+LIB_SRC  := $(filter-out %_neon.c,$(LIB_SRC))
 endif
 ifeq ($(TARGET_ARCH_NAME),aarch64)
 # Debian's aarch64 gcc 12 stops with an internal compiler error (vect_transform_reduction) on
@@ -72,6 +75,9 @@ ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mf
 ISA_AVX2   := -mavx2 -mfma -mf16c
 $(BUILD)/obj/%_avx512.o: override CFLAGS += $(ISA_AVX512)
 $(BUILD)/obj/%_avx2.o: override CFLAGS += $(ISA_AVX2)
+# AArch64: NEON is the baseline; a *_dotprod_neon.c file also gets the Armv8.2 dot-product extension
+# (called only when the CPU reports it: HWCAP_ASIMDDP)
+$(BUILD)/obj/%_dotprod_neon.o: override CFLAGS += -march=armv8.2-a+dotprod
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -149,7 +155,7 @@ musl:
 EMCC       ?= emcc
 WASM_BUILD ?= build-wasm
 # inference only: the trainer and the evaluation harness stay out (they assume 64-bit sizes)
-WASM_SRC   := $(filter-out %_avx512.c %_avx2.c src/train/% src/eval/%,$(LIB_SRC)) web/needle_wasm.c
+WASM_SRC   := $(filter-out %_avx512.c %_avx2.c %_neon.c src/train/% src/eval/%,$(LIB_SRC)) web/needle_wasm.c
 WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_BUILD)/obj/%.o)
 WASM_CFLAGS := -std=c11 -O3 $(WARN) -msimd128 -D_GNU_SOURCE -Iinclude -Isrc
 WASM_EXPORTS := _needle_wasm_error,_needle_wasm_model_open,_needle_wasm_model_close,_needle_wasm_session_open
