@@ -171,7 +171,14 @@ web/dist/needle-core.mjs: $(WASM_OBJ)
 	NODE_PATH=/usr/share/nodejs $(EMCC) -O3 -msimd128 -o $@ $(WASM_OBJ) -sMODULARIZE=1 -sEXPORT_ES6=1 -sEXPORT_NAME=createNeedleCore \
 	  -sENVIRONMENT=web,worker -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=33554432 -sTOTAL_STACK=1048576 \
 	  -sEXPORTED_FUNCTIONS=$(WASM_EXPORTS) -sEXPORTED_RUNTIME_METHODS=cwrap,UTF8ToString,HEAPU8
-test-wasm: wasm
+# the integer kernel test (tests/test_cq_int.c) built with the same flags and run in Node: the SIMD128
+# kernel against the portable one, bit for bit
+$(WASM_BUILD)/tests/test_cq_int.js: tests/test_cq_int.c tests/check.h $(WASM_OBJ)
+	@mkdir -p $(dir $@)
+	NODE_PATH=/usr/share/nodejs $(EMCC) $(WASM_CFLAGS) -Itests -o $@ $< $(filter-out %/needle_wasm.o,$(WASM_OBJ)) \
+	  -sENVIRONMENT=node -sALLOW_MEMORY_GROWTH=1 -sSINGLE_FILE=1
+test-wasm: wasm $(WASM_BUILD)/tests/test_cq_int.js
+	node $(WASM_BUILD)/tests/test_cq_int.js
 	node web/test.mjs
 	python3 web/test_browser.py
 -include $(WASM_OBJ:.o=.d)
