@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_cq_int.h"
 #include "cli/cli.h"
 #include "core/cpu_features.h"
 #include "core/threadpool.h"
@@ -97,9 +96,6 @@ int cmd_info(int argc, char **argv)
     else printf("null");
     printf(",\"kernel_path_reason\":");
     print_json_string(isa_why);
-    /* the integer kernel of the A8 activation path (CQ codes x int8 activations) */
-    printf(",\"int8_kernel\":\"%s\",\"int8_kernel_reason\":", nd_cpu_cq_int_kernel()->name);
-    print_json_string(nd_cpu_cq_int_kernel_reason());
     printf("}\n");
     return rc == 0 ? 0 : 1;
 }
