@@ -7,7 +7,7 @@
 #   make fuzz       libFuzzer harnesses (clang), run briefly
 #   make CC=clang   any C11 compiler; the build is -Wall -Wextra -Werror clean
 #   make install    PREFIX=...: header, libneedle.a/.so (SONAME), the CLI, needle.pc
-#   make test-arm64 AArch64 (NEON) cross build, C tests under qemu-aarch64
+#   make test-arm64 AArch64 (NEON) cross build, the whole C test suite under qemu-aarch64
 #   make musl       a static CLI on musl (build-musl/needle)
 #   make wasm       WebAssembly build + JavaScript API (web/); make test-wasm: Node + Chromium tests
 
@@ -132,16 +132,26 @@ install: $(BUILD)/needle $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' tools/needle.pc.in \
 	  > $(DESTDIR)$(LIBDIR)/pkgconfig/needle.pc
 
-# AArch64 (NEON): cross-compiled (Debian gcc-aarch64-linux-gnu), statically linked, and the C test
-# suite run under qemu-aarch64 (Debian qemu-user).  ARM64_QUICK=1 skips the slowest tests
-# (training, retrieval: tools/test_cross.sh).
+# AArch64 (NEON): cross-compiled (Debian gcc-aarch64-linux-gnu), statically linked, and the whole C
+# test suite run under qemu-aarch64 (Debian qemu-user; its default CPU has the dot-product
+# extension), two tests at a time where there are two CPUs (tools/test_cross.sh); then the
+# integer-kernel test, the A8 golden test and `needle info` once more on a CPU without it
+# (ARM64_NODOT_CPU), so both NEON integer kernels are chosen and checked.
+# make test-arm64-quick leaves out the slowest tests (training, retrieval): a developer shortcut.
 ARM64_CC   ?= aarch64-linux-gnu-gcc
 ARM64_QEMU ?= qemu-aarch64
-.PHONY: test-arm64 test-bins
+ARM64_NODOT_CPU ?= cortex-a72
+.PHONY: test-arm64 test-arm64-quick test-bins
 test-bins: $(BUILD)/needle $(TEST_BIN) $(TOOL_BIN)
 test-arm64:
 	$(MAKE) BUILD=build-arm64 CC=$(ARM64_CC) LDLIBS="-lm -pthread -static" test-bins
 	sh tools/test_cross.sh build-arm64 $(ARM64_QEMU)
+	$(ARM64_QEMU) -cpu $(ARM64_NODOT_CPU) build-arm64/needle info | grep -q 'int8 kernel: neon ('
+	$(ARM64_QEMU) -cpu $(ARM64_NODOT_CPU) build-arm64/tests/test_cq_int
+	$(ARM64_QEMU) -cpu $(ARM64_NODOT_CPU) build-arm64/tests/test_a8_golden
+test-arm64-quick:
+	$(MAKE) BUILD=build-arm64 CC=$(ARM64_CC) LDLIBS="-lm -pthread -static" test-bins
+	ARM64_QUICK=1 sh tools/test_cross.sh build-arm64 $(ARM64_QEMU)
 
 # A static CLI on musl (Debian musl-tools): one file that runs on any x86-64 Linux; no server.
 .PHONY: musl
