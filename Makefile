@@ -7,7 +7,7 @@
 #   make fuzz       libFuzzer harnesses (clang), run briefly
 #   make CC=clang   any C11 compiler; the build is -Wall -Wextra -Werror clean
 #   make install    PREFIX=...: header, libneedle.a/.so (SONAME), the CLI, needle.pc
-#   make test-arm64 AArch64 (NEON) cross build, C tests under qemu-aarch64
+#   make test-arm64 AArch64 (NEON) cross build, the whole C test suite under qemu-aarch64
 #   make musl       a static CLI on musl (build-musl/needle)
 #   make wasm       WebAssembly build + JavaScript API (web/); make test-wasm: Node + Chromium tests
 
@@ -26,10 +26,13 @@ CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(ARCHFLAGS) -fPIC -D_GNU_SOURCE -Iinclude
 LDLIBS  += -lm -pthread
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/server/*' | sort)
-# the target's architecture: *_avx512.c / *_avx2.c are x86-64 only
+# the target's architecture: *_avx512.c / *_avx2.c are x86-64 only, *_neon.c AArch64 only
 TARGET_ARCH_NAME := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
 ifneq ($(TARGET_ARCH_NAME),x86_64)
 LIB_SRC  := $(filter-out %_avx512.c %_avx2.c,$(LIB_SRC))
+endif
+ifneq ($(TARGET_ARCH_NAME),aarch64)
+LIB_SRC  := $(filter-out %_neon.c,$(LIB_SRC))
 endif
 ifeq ($(TARGET_ARCH_NAME),aarch64)
 # Debian's aarch64 gcc 12 stops with an internal compiler error (vect_transform_reduction) on
@@ -74,6 +77,9 @@ ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mf
 ISA_AVX2   := -mavx2 -mfma -mf16c
 $(BUILD)/obj/%_avx512.o: override CFLAGS += $(ISA_AVX512)
 $(BUILD)/obj/%_avx2.o: override CFLAGS += $(ISA_AVX2)
+# AArch64: NEON is the baseline; a *_dotprod_neon.c file also gets the Armv8.2 dot-product extension
+# (called only when the CPU reports it: HWCAP_ASIMDDP)
+$(BUILD)/obj/%_dotprod_neon.o: override CFLAGS += -march=armv8.2-a+dotprod
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -128,16 +134,26 @@ install: $(BUILD)/needle $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' tools/needle.pc.in \
 	  > $(DESTDIR)$(LIBDIR)/pkgconfig/needle.pc
 
-# AArch64 (NEON): cross-compiled (Debian gcc-aarch64-linux-gnu), statically linked, and the C test
-# suite run under qemu-aarch64 (Debian qemu-user).  ARM64_QUICK=1 skips the slowest tests
-# (training, retrieval: tools/test_cross.sh).
+# AArch64 (NEON): cross-compiled (Debian gcc-aarch64-linux-gnu), statically linked, and the whole C
+# test suite run under qemu-aarch64 (Debian qemu-user; its default CPU has the dot-product
+# extension), two tests at a time where there are two CPUs (tools/test_cross.sh); then the
+# integer-kernel test, the A8 golden test and `needle info` once more on a CPU without it
+# (ARM64_NODOT_CPU), so both NEON integer kernels are chosen and checked.
+# make test-arm64-quick leaves out the slowest tests (training, retrieval): a developer shortcut.
 ARM64_CC   ?= aarch64-linux-gnu-gcc
 ARM64_QEMU ?= qemu-aarch64
-.PHONY: test-arm64 test-bins
+ARM64_NODOT_CPU ?= cortex-a72
+.PHONY: test-arm64 test-arm64-quick test-bins
 test-bins: $(BUILD)/needle $(TEST_BIN) $(TOOL_BIN)
 test-arm64:
 	$(MAKE) BUILD=build-arm64 CC=$(ARM64_CC) LDLIBS="-lm -pthread -static" test-bins
 	sh tools/test_cross.sh build-arm64 $(ARM64_QEMU)
+	$(ARM64_QEMU) -cpu $(ARM64_NODOT_CPU) build-arm64/needle info | grep -q 'int8 kernel: neon ('
+	$(ARM64_QEMU) -cpu $(ARM64_NODOT_CPU) build-arm64/tests/test_cq_int
+	$(ARM64_QEMU) -cpu $(ARM64_NODOT_CPU) build-arm64/tests/test_a8_golden
+test-arm64-quick:
+	$(MAKE) BUILD=build-arm64 CC=$(ARM64_CC) LDLIBS="-lm -pthread -static" test-bins
+	ARM64_QUICK=1 sh tools/test_cross.sh build-arm64 $(ARM64_QEMU)
 
 # A static CLI on musl (Debian musl-tools): one file that runs on any x86-64 Linux; no server.
 .PHONY: musl
@@ -151,7 +167,7 @@ musl:
 EMCC       ?= emcc
 WASM_BUILD ?= build-wasm
 # inference only: the trainer and the evaluation harness stay out (they assume 64-bit sizes)
-WASM_SRC   := $(filter-out %_avx512.c %_avx2.c src/train/% src/eval/%,$(LIB_SRC)) web/needle_wasm.c
+WASM_SRC   := $(filter-out %_avx512.c %_avx2.c %_neon.c src/train/% src/eval/%,$(LIB_SRC)) web/needle_wasm.c
 WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_BUILD)/obj/%.o)
 WASM_CFLAGS := -std=c11 -O3 $(WARN) -msimd128 -D_GNU_SOURCE -Iinclude -Isrc
 WASM_EXPORTS := _needle_wasm_error,_needle_wasm_model_open,_needle_wasm_model_close,_needle_wasm_session_open
@@ -167,7 +183,14 @@ web/dist/needle-core.mjs: $(WASM_OBJ)
 	NODE_PATH=/usr/share/nodejs $(EMCC) -O3 -msimd128 -o $@ $(WASM_OBJ) -sMODULARIZE=1 -sEXPORT_ES6=1 -sEXPORT_NAME=createNeedleCore \
 	  -sENVIRONMENT=web,worker -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=33554432 -sTOTAL_STACK=1048576 \
 	  -sEXPORTED_FUNCTIONS=$(WASM_EXPORTS) -sEXPORTED_RUNTIME_METHODS=cwrap,UTF8ToString,HEAPU8
-test-wasm: wasm
+# the integer kernel test (tests/test_cq_int.c) built with the same flags and run in Node: the SIMD128
+# kernel against the portable one, bit for bit
+$(WASM_BUILD)/tests/test_cq_int.js: tests/test_cq_int.c tests/check.h $(WASM_OBJ)
+	@mkdir -p $(dir $@)
+	NODE_PATH=/usr/share/nodejs $(EMCC) $(WASM_CFLAGS) -Itests -o $@ $< $(filter-out %/needle_wasm.o,$(WASM_OBJ)) \
+	  -sENVIRONMENT=node -sALLOW_MEMORY_GROWTH=1 -sSINGLE_FILE=1
+test-wasm: wasm $(WASM_BUILD)/tests/test_cq_int.js
+	node $(WASM_BUILD)/tests/test_cq_int.js
 	node web/test.mjs
 	python3 web/test_browser.py
 -include $(WASM_OBJ:.o=.d)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_cq_int.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_ops.h"
 #include "quant/act_quant.h"
@@ -301,7 +302,9 @@ static int cpu_describe(char *buf, size_t size)
     nd_cpu_isa isa;
     const char *reason = NULL;
     nd_cpu_isa_choose(&isa, &reason);
-    snprintf(buf, size, "%s kernels (%s)", nd_cpu_isa_name(nd_cpu_kernels_active()->isa), reason);
+    /* and the A8 path's integer kernel, which on AArch64 also depends on the dot-product extension */
+    snprintf(buf, size, "%s kernels (%s); int8 kernel: %s (%s)", nd_cpu_isa_name(nd_cpu_kernels_active()->isa), reason,
+             nd_cpu_cq_int_kernel()->name, nd_cpu_cq_int_kernel_reason());
     return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/cpu_features.h"
@@ -82,7 +83,7 @@ static void gemm_portable(const nd_cq_int_args *a)
                         }
                     int64_t s = 0, sl = 0;
                     for (int k = 0; k < 16; k++) s += ls[k], sl += ll[k];
-                    acc[k] += ((float)s + (float)sl * ND_CQ_INT_LO_SCALE) * norm;
+                    acc[k] = nd_cq_int_group_acc(acc[k], s, sl, norm);
                 }
             }
             for (int k = 0; k < nt; k++) a->y[(size_t)(t0 + k) * (size_t)a->ldy + (size_t)r] = acc[k] * a->tscale[t0 + k];
@@ -96,25 +97,36 @@ const nd_cq_int_kernel *nd_cq_int_kernel_portable(void) { return &portable; }
 /* ---- the one run-time choice ---- */
 
 static const nd_cq_int_kernel *chosen;
+static char chosen_why[160];
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
-/* the x86-64 kernels exist only in x86-64 builds (*_avx2.c / *_avx512.c are left out elsewhere) */
+/* Every kernel of this build's architecture, least capable first (the
+ * others' files are left out of the build; their getters do not exist). */
 #if defined(__x86_64__) || defined(__i386__)
 #define N_CQ_INT 3
 #define CQ_INT_ALL {nd_cq_int_kernel_portable(), nd_cq_int_kernel_avx2(), nd_cq_int_kernel_avx512()}
+#elif defined(__aarch64__)
+#define N_CQ_INT 3
+#define CQ_INT_ALL {nd_cq_int_kernel_portable(), nd_cq_int_kernel_neon(), nd_cq_int_kernel_neon_dotprod()}
+#elif defined(__wasm__)
+#define N_CQ_INT 2
+#define CQ_INT_ALL {nd_cq_int_kernel_portable(), nd_cq_int_kernel_simd128()}
 #else
 #define N_CQ_INT 1
 #define CQ_INT_ALL {nd_cq_int_kernel_portable()}
 #endif
 
 /* A kernel for an ISA is used only when the binary contains it (its getter
- * returns non-NULL) and the CPU reports the instructions it needs. */
+ * returns non-NULL) and the CPU reports the instructions it needs (NEON is
+ * architectural on AArch64; a SIMD128 build only loads where SIMD128 runs). */
 static int usable(const nd_cq_int_kernel *k, const nd_cpu_features *f)
 {
     if (!k) return 0;
 #if defined(__x86_64__) || defined(__i386__)
     if (k == nd_cq_int_kernel_avx512()) return f->avx512f && f->avx512bw && f->avx512vnni;
     if (k == nd_cq_int_kernel_avx2()) return f->avx2;
+#elif defined(__aarch64__)
+    if (k == nd_cq_int_kernel_neon_dotprod()) return f->neon_dotprod;
 #else
     (void)f;
 #endif
@@ -134,19 +146,38 @@ int nd_cpu_cq_int_kernels(const nd_cq_int_kernel **out, int max)
 }
 
 /* The path the float kernels run (nd_cpu_isa_choose: NEEDLE_ISA or the best
- * the CPU has) decides the integer kernel too, so forcing a path forces both. */
+ * the CPU has) decides the integer kernel too, so forcing a path forces both;
+ * on AArch64 (one path, NEON) the dot-product extension decides between the
+ * two NEON kernels. */
 static void choose(void)
 {
     nd_cpu_isa isa = ND_ISA_PORTABLE;
     const char *why = NULL;
     if (nd_cpu_isa_choose(&isa, &why)) isa = ND_ISA_PORTABLE;
-    chosen = nd_cq_int_kernel_portable();
-#if defined(__x86_64__) || defined(__i386__)
     nd_cpu_features f;
     nd_cpu_features_detect(&f);
+    (void)f;
+    chosen = nd_cq_int_kernel_portable();
+    snprintf(chosen_why, sizeof chosen_why, "kernel path %s: portable C", nd_cpu_isa_name(isa));
+#if defined(__x86_64__) || defined(__i386__)
     if (isa == ND_ISA_AVX512 && usable(nd_cq_int_kernel_avx512(), &f)) chosen = nd_cq_int_kernel_avx512();
     else if ((isa == ND_ISA_AVX512 || isa == ND_ISA_AVX2) && usable(nd_cq_int_kernel_avx2(), &f))
         chosen = nd_cq_int_kernel_avx2();
+    if (chosen != nd_cq_int_kernel_portable())
+        snprintf(chosen_why, sizeof chosen_why, "kernel path %s: its integer kernel", nd_cpu_isa_name(isa));
+#elif defined(__aarch64__)
+    if (usable(nd_cq_int_kernel_neon_dotprod(), &f)) {
+        chosen = nd_cq_int_kernel_neon_dotprod();
+        snprintf(chosen_why, sizeof chosen_why, "the CPU has the dot-product extension (HWCAP_ASIMDDP): SDOT");
+    } else {
+        chosen = nd_cq_int_kernel_neon();
+        snprintf(chosen_why, sizeof chosen_why, "the CPU lacks the dot-product extension (HWCAP_ASIMDDP): SMLAL");
+    }
+#elif defined(__wasm__)
+    if (usable(nd_cq_int_kernel_simd128(), &f)) {
+        chosen = nd_cq_int_kernel_simd128();
+        snprintf(chosen_why, sizeof chosen_why, "built with WebAssembly SIMD128");
+    }
 #endif
 }
 
@@ -154,4 +185,10 @@ const nd_cq_int_kernel *nd_cpu_cq_int_kernel(void)
 {
     pthread_once(&chosen_once, choose);
     return chosen;
+}
+
+const char *nd_cpu_cq_int_kernel_reason(void)
+{
+    pthread_once(&chosen_once, choose);
+    return chosen_why;
 }

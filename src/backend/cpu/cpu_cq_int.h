@@ -18,8 +18,15 @@
  *
  * Kernels: portable C (cpu_cq_int.c), AVX2 (cpu_cq_int_avx2.c: byte
  * shuffles for the lookup, VPMADDWD), AVX-512 VNNI (cpu_cq_int_avx512.c:
- * VPERMW lookup, VPDPWSSD).  nd_cpu_cq_int_kernel() picks one at run time
- * from nd_cpu_features_detect; it is the only place that chooses. */
+ * VPERMW lookup, VPDPWSSD), AArch64 NEON (cpu_cq_int_neon.c: TBL lookup,
+ * SMLAL) and NEON with the dot-product extension (cpu_cq_int_dotprod_neon.c:
+ * int16 split into int8 halves, SDOT), WebAssembly SIMD128
+ * (cpu_cq_int_simd128.c: swizzle lookup, i32x4.dot_i16x8).  The NEON and
+ * SIMD128 kernels reduce each group's integer sums exactly to int64 and
+ * finish with nd_cq_int_group_acc, as the portable kernel does: they give
+ * the portable kernel's bits.  nd_cpu_cq_int_kernel() picks one at run time
+ * from the kernel path (nd_cpu_isa_choose) and nd_cpu_features_detect; it
+ * is the only place that chooses. */
 #ifndef ND_CPU_CQ_INT_H
 #define ND_CPU_CQ_INT_H
 
@@ -44,12 +51,14 @@ typedef struct nd_cq_int_args {
 } nd_cq_int_args;
 
 typedef struct nd_cq_int_kernel {
-    const char *name; /* "portable", "avx2", "avx512vnni" */
+    const char *name; /* "portable", "avx2", "avx512vnni", "neon", "neon_dotprod", "simd128" */
     void (*gemm)(const nd_cq_int_args *a);
 } nd_cq_int_kernel;
 
-/* The kernel this machine runs best (chosen once per process). */
+/* The kernel this machine runs best (chosen once per process), and why
+ * (one line, for `needle info`). */
 const nd_cq_int_kernel *nd_cpu_cq_int_kernel(void);
+const char *nd_cpu_cq_int_kernel_reason(void);
 /* Every kernel this build contains that the CPU can run, best last; returns
  * the count (for the tests, which hold each against the portable one). */
 int nd_cpu_cq_int_kernels(const nd_cq_int_kernel **out, int max);
@@ -58,6 +67,9 @@ int nd_cpu_cq_int_kernels(const nd_cq_int_kernel **out, int max);
 const nd_cq_int_kernel *nd_cq_int_kernel_portable(void);
 const nd_cq_int_kernel *nd_cq_int_kernel_avx2(void);
 const nd_cq_int_kernel *nd_cq_int_kernel_avx512(void);
+const nd_cq_int_kernel *nd_cq_int_kernel_neon(void);
+const nd_cq_int_kernel *nd_cq_int_kernel_neon_dotprod(void);
+const nd_cq_int_kernel *nd_cq_int_kernel_simd128(void);
 
 /* The int16 codebook terms of w by stored code (16 entries each,
  * zero-padded); returns cb_scale. */
@@ -65,6 +77,15 @@ float nd_cq_int_codebook(const nd_matrix *w, int16_t hi[16], int16_t lo[16]);
 #define ND_CQ_INT_LO_SCALE (1.0f / 16384.0f)
 /* z[0..cols_pad) = H c per 128-group (unnormalised), codes past cols zero. */
 void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z);
+
+/* One group's exact integer sums (hi term s, lo term sl) times the group's
+ * norm, added to a token's float accumulator.  Every kernel that gives the
+ * portable kernel's bits goes through this one expression, so a compiler
+ * that fuses multiply-adds (clang's default) fuses it the same way in each. */
+static inline float nd_cq_int_group_acc(float acc, int64_t s, int64_t sl, float norm)
+{
+    return acc + ((float)s + (float)sl * ND_CQ_INT_LO_SCALE) * norm;
+}
 
 /* FP16 norm of row r, group g (shared by the kernels). */
 static inline float nd_cq_int_norm(const nd_matrix *w, int r, int g)
