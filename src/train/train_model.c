@@ -214,6 +214,15 @@ void nd_train_model_init_reference(nd_train_model *m, uint64_t seed)
     }
 }
 
+void nd_train_restore_constants(nd_train_model *m)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        nd_tensor_info *t = &m->tensors[i];
+        if (t->param->init == ND_INIT_PERMUTATION)
+            nd_param_init_fill(t->param, t->name, m->params + t->offset, t->ndim, t->shape, m->cfg.num_layers, 0);
+    }
+}
+
 /* ---- LoRA / full ----------------------------------------------------------- */
 /* The parameter LoRA target t (0-based) adapts. */
 static const nd_param_desc *lora_param(int t)
