@@ -402,6 +402,15 @@ static void block_fwd(nd_train_model *m, int l, int N)
     nd_par_zcrms_fwd(m->pool, a->kn, a->kn_r, a->k, PL(ND_P_K_NORM, l, hd), N, KV, KVH);
     nd_op_rope_fwd(a->qr, a->qn, a->rope_cos, a->rope_sin, N, a->T, H, hd);
     nd_op_rope_fwd(a->kr, a->kn, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
+    if (m->qat && nd_config_generation(c) == 3) {
+        /* Needle 3 deploy numerics: q per head A8 (the attention kernel's int8
+         * query), k and v per head and position A8 (the int8 KV cache, kv_bits 8) */
+        if (m->qat->act_bits) nd_qat_act_rows(a->qr, N * H, hd, 8);
+        if (c->kv_bits >= 8) {
+            nd_qat_act_rows(a->kr, N * KVH, hd, 8);
+            nd_qat_act_rows(a->v, N * KVH, c->v_dim, 8);
+        }
+    }
     nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd, c->v_dim,
                         layer_window(c, l));
     nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, O);
@@ -487,6 +496,7 @@ static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
     const nd_config *c = &m->cfg;
     int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
     nd_par_zcrms_fwd(m->pool, a->xh, a->xh_r, X, NULL, N, nd, 1);
+    if (m->qat && nd_config_generation(c) == 3) nd_qat_act_rows(a->xh, N, nd, m->qat->act_bits); /* A8 mhc.in (v3) */
     nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(ND_P_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
     nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(ND_P_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
     nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(ND_P_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);

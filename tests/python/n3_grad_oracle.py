@@ -7,11 +7,20 @@ gradient of the mean next-token cross-entropy of the reference model with
 respect to every parameter.  Writes OUT/model.safetensors and OUT/ref.npz
 (ids, targets, loss, one array per parameter "g:NAME").
 
-usage: python n3_grad_oracle.py OUT_DIR"""
+With a second argument (our tools/train_grad_dump), also the deploy-numerics
+LoRA step the reference's v3 fine-tuning takes: our dump runs one QAT step
+(rank 4, alpha 8, CQ 4 bits) on the checkpoint and writes its LoRA factors and
+gradients to OUT/qat_dump.json; the reference's loss and jax.grad with respect
+to those factors, under merge_lora + cq_ste_params(4) + model.apply(quant=True)
+after configure_deploy(act_bits 8, kv_bits 8) (what its finetune does), go to
+ref.npz as qat_loss and "qg:NAME:A|B".
+
+usage: python n3_grad_oracle.py OUT_DIR [TRAIN_GRAD_DUMP]"""
 import dataclasses
 import json
 import os
 import struct
+import subprocess
 import sys
 
 import jax
@@ -73,5 +82,34 @@ h = json.dumps(header).encode()
 h += b" " * (-len(h) % 8)
 with open(os.path.join(OUT, "model.safetensors"), "wb") as f:
     f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+extra = {}
+if len(sys.argv) > 2:
+    from needle.model import finetune as ft
+    from needle.model import quantize as qz
+    r = subprocess.run([sys.argv[2], os.path.join(OUT, "model.safetensors"), "4", "8", "7", str(B),
+                        ",".join(str(int(i)) for i in ids.reshape(-1)), "4"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(OUT, "qat_dump.json"), "w") as f:
+        f.write(r.stdout)
+    d = json.loads(r.stdout)
+    L, rank = cfg.num_layers, d["rank"]
+    lora = {tuple(name.split(".")): {"A": jnp.asarray(np.array(t["A"], np.float32).reshape(L, t["in"], rank)),
+                                     "B": jnp.asarray(np.array(t["B"], np.float32).reshape(L, rank, t["out"]))}
+            for name, t in d["lora"].items()}
+    tree = traverse_util.unflatten_dict(p, sep="/")
+    qz.configure_deploy(act_bits=8, kv_bits=8)
+
+    def qat_loss_fn(lo):
+        merged = qz.cq_ste_params(ft.merge_lora(tree, lo, d["scale"]), 4)
+        logits = model.apply({"params": merged}, jnp.asarray(ids, jnp.int32), quant=True)
+        lse = jax.nn.logsumexp(logits, axis=-1)
+        tgt = jnp.take_along_axis(logits, jnp.asarray(np.where(keep, targets, 0))[..., None], axis=-1)[..., 0]
+        return jnp.sum(jnp.where(keep, lse - tgt, 0.0)) / keep.sum()
+
+    ql, qg = jax.jit(jax.value_and_grad(qat_loss_fn))(lora)
+    extra["qat_loss"] = float(ql)
+    for path, g in qg.items():
+        for which in ("A", "B"):
+            extra["qg:" + ".".join(path) + ":" + which] = np.asarray(g[which]).reshape(-1)
 np.savez(os.path.join(OUT, "ref.npz"), ids=ids, targets=np.where(keep, targets, -1), loss=float(loss),
-         **{"g:" + k.replace("/", "."): np.asarray(v) for k, v in grads.items()})
+         **{"g:" + k.replace("/", "."): np.asarray(v) for k, v in grads.items()}, **extra)
