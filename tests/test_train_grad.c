@@ -168,7 +168,7 @@ typedef struct { float *q, *k, *v, *o, *p, *w; } att_ctx;
 static double att_loss(void *c_)
 {
     att_ctx *c = c_;
-    nd_op_attention_fwd(NULL, c->o, c->p, c->q, c->k, c->v, AB, AT, AH, AKV, AHD);
+    nd_op_attention_fwd(NULL, c->o, c->p, c->q, c->k, c->v, AB, AT, AH, AKV, AHD, AHD, 0);
     return wsum(c->w, c->o, AB * AT * AH * AHD);
 }
 static void test_attention(void)
@@ -177,7 +177,7 @@ static void test_attention(void)
     att_ctx c = {randn(nq, 1), randn(nk, 1), randn(nk, 1), zeros(nq), zeros(AB * AH * AT * AT), randn(nq, 1)};
     att_loss(&c);
     float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    nd_op_attention_bwd(NULL, dq, dk, dv, c.w, c.p, c.q, c.k, c.v, AB, AT, AH, AKV, AHD);
+    nd_op_attention_bwd(NULL, dq, dk, dv, c.w, c.p, c.q, c.k, c.v, AB, AT, AH, AKV, AHD, AHD, 0);
     check_grad("attention dq", att_loss, &c, c.q, dq, nq, 1e-2f, 2e-3);
     check_grad("attention dk", att_loss, &c, c.k, dk, nk, 1e-2f, 2e-3);
     check_grad("attention dv", att_loss, &c, c.v, dv, nk, 1e-2f, 2e-3);
@@ -247,7 +247,7 @@ static void test_engram_gather_and_hash(void)
     int32_t ids[6] = {2, 10, 11, 12, 13, 14}, idx[12];
     float ok[12];
     int orders[2] = {2, 3};
-    nd_op_engram_index(idx, ok, ids, 2, 3, orders, 2, 1, 5);
+    nd_op_engram_index(idx, ok, ids, 2, 3, orders, 2, 1, 1, 5);
     /* row t=0 of each sequence: order 2 and 3 invalid; t=1: order 2 valid only */
     CHECK(ok[0] == 0 && ok[1] == 0 && ok[2] == 1 && ok[3] == 0 && ok[4] == 1 && ok[5] == 1);
     /* hash by hand for sequence 0, t=1, table 0 (order 2): tokens ids[1], ids[0] */

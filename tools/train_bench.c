@@ -1,5 +1,6 @@
 /* train_bench.c - time LoRA (or --full) training steps on a random model.
- *   train_bench [PRESET=base] [B=16] [T=128] [STEPS=2] [THREADS=0] [--full]
+ *   train_bench [PRESET=base] [B=16] [T=128] [STEPS=2] [THREADS=0] [--full | --qat]
+ * --qat: the LoRA step under deploy numerics (CQ 4 bits + A8, train/qat.h). 
  * Prints one JSON line: step seconds and tokens/s (B*T tokens per step). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "core/rng.h"
 #include "train/adamw.h"
+#include "train/qat.h"
 #include "train/train_model.h"
 
 static double now_s(void)
@@ -20,7 +22,8 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     int full = argc > 1 && !strcmp(argv[argc - 1], "--full");
-    if (full) argc--;
+    int qat = argc > 1 && !strcmp(argv[argc - 1], "--qat");
+    if (full || qat) argc--;
     const char *preset = argc > 1 ? argv[1] : "base";
     int B = argc > 2 ? atoi(argv[2]) : 16, T = argc > 3 ? atoi(argv[3]) : 128, steps = argc > 4 ? atoi(argv[4]) : 2;
     int threads = argc > 5 ? atoi(argv[5]) : 0;
@@ -35,7 +38,8 @@ int main(int argc, char **argv)
     }
     nd_train_model_init_reference(&m, 0);
     m.pool = pool;
-    if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, 16, 32.0f, 0, &err)) {
+    if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, 16, 32.0f, 0, &err) ||
+                                                      (qat && nd_qat_enable(&m, 4, &err))) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
@@ -56,8 +60,8 @@ int main(int argc, char **argv)
         if (dt < best) best = dt;
         fprintf(stderr, "step %d: %.3f s loss %.4f\n", s + 1, dt, loss);
     }
-    printf("{\"preset\":\"%s\",\"mode\":\"%s\",\"B\":%d,\"T\":%d,\"threads\":%d,\"step_s\":%.3f,\"tok_per_s\":%.1f}\n",
-           preset, full ? "full" : "lora", B, T, nd_threadpool_threads(pool), best, B * T / best);
+    printf("{\"preset\":\"%s\",\"mode\":\"%s%s\",\"B\":%d,\"T\":%d,\"threads\":%d,\"step_s\":%.3f,\"tok_per_s\":%.1f}\n",
+           preset, full ? "full" : "lora", qat ? "+qat" : "", B, T, nd_threadpool_threads(pool), best, B * T / best);
     nd_adamw_free(&opt);
     nd_train_model_free(&m);
     nd_threadpool_free(pool);

@@ -2,6 +2,10 @@
  * tests/python/test_train_jax.py to compare with jax.grad.
  *
  *   train_grad_dump CKPT RANK ALPHA SEED B ID,ID,... [QAT]
+ *   train_grad_dump CKPT full 0 0 B ID,ID,...
+ * The second form prints the full-model gradients instead (every tensor the
+ * forward reads, by checkpoint name: "grads": {NAME: [...]}), for
+ * tests/python/test_train_grad_v3_jax.py.
  * QAT (auto|2|4|none, as `needle finetune --qat-bits`) runs the step under
  * deploy numerics (train/qat.h), for tests/python/test_qat_oracle.py.
  * The ids form B rows of equal length T; row position t >= 2 predicts the id
@@ -35,16 +39,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    int rank = atoi(argv[2]), B = atoi(argv[5]);
+    int full = !strcmp(argv[2], "full");
+    int rank = full ? 0 : atoi(argv[2]), B = atoi(argv[5]);
     float alpha = (float)atof(argv[3]);
     uint64_t seed = strtoull(argv[4], NULL, 10);
-    if (nd_train_lora_create(&m, rank, alpha, seed, &err)) {
+    if (full ? nd_train_enable_full(&m, &err) : nd_train_lora_create(&m, rank, alpha, seed, &err)) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
     nd_rng r;
     nd_rng_seed(&r, seed + 1);
-    for (int t = 0; t < ND_LORA_TARGETS; t++) {
+    for (int t = 0; t < ND_LORA_TARGETS && !full; t++) {
         int in, out;
         nd_train_lora_dims(&m, t, &in, &out);
         nd_rng_fill_normal(&r, m.lora + m.lora_b_off[t], (size_t)m.cfg.num_layers * rank * out, 0.0f, 0.05f);
@@ -77,6 +82,21 @@ int main(int argc, char **argv)
     double loss = nd_train_step_grad(&m, ids, tg, B, T, 1, &count) / count;
     printf("{\"loss\":%.9g,\"rank\":%d,\"scale\":%.9g,\"T\":%d,\"targets\":[", loss, rank, (double)m.lora_scale, T);
     for (int i = 0; i < n; i++) printf(i ? ",%d" : "%d", tg[i]);
+    if (full) {
+        printf("],\"grads\":{");
+        int first = 1;
+        for (int i = 0; i < m.n_tensors; i++) {
+            if (m.tensors[i].role < 0) continue;
+            printf("%s\"%s\":", first ? "" : ",", m.tensors[i].name);
+            put_array(m.grads + m.tensors[i].offset, m.tensors[i].count);
+            first = 0;
+        }
+        printf("}}\n");
+        free(ids);
+        free(tg);
+        nd_train_model_free(&m);
+        return 0;
+    }
     printf("],\"lora\":{");
     for (int t = 0; t < ND_LORA_TARGETS; t++) {
         int in, out;

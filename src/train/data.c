@@ -239,6 +239,90 @@ static int append_turns(const nd_json *turns, const char *where, nd_tokenizer *t
     return rc;
 }
 
+/* The platform chat format (SPEC-needle3 section 3: `messages` with an
+ * optional system turn, one user turn and one assistant turn holding OpenAI
+ * `tool_calls`; OpenAI-form `tools`) rewritten as a local row {query, tools,
+ * answers, system?} in out.  Returns 0, or an error naming the problem. */
+static int chat_row_to_local(const nd_json *row, const char *where, nd_buf *out, needle_error *err)
+{
+    const nd_json *msgs = nd_json_get(row, "messages"), *user = NULL, *asst = NULL, *sys = NULL;
+    if (msgs->type != ND_JSON_ARRAY) return nd_errorf(err, NEEDLE_EFORMAT, "%s: \"messages\" is not an array", where);
+    int turns = 0;
+    for (size_t i = 0; i < msgs->count; i++) {
+        const nd_json *m = &msgs->items[i], *role = m->type == ND_JSON_OBJECT ? nd_json_get(m, "role") : NULL;
+        if (!role || role->type != ND_JSON_STRING)
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: messages[%zu] has no \"role\" string", where, i);
+        if (!strcmp(role->str, "system")) {
+            if (!sys) sys = m;
+            continue;
+        }
+        if (turns == 0 && !strcmp(role->str, "user")) user = m;
+        else if (turns == 1 && !strcmp(role->str, "assistant")) asst = m;
+        turns++;
+    }
+    if (turns != 2 || !user || !asst)
+        return nd_errorf(err, NEEDLE_EFORMAT,
+                         "%s: \"messages\" must hold one user turn then one assistant turn (besides a system turn)",
+                         where);
+    const nd_json *q = nd_json_get(user, "content");
+    if (q && q->type != ND_JSON_STRING && q->type != ND_JSON_NULL)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: the user turn's \"content\" is not a string", where);
+    nd_buf_puts(out, "{\"query\":");
+    if (q && q->type == ND_JSON_STRING) nd_json_write_string(out, q->str, q->len, 0);
+    else nd_buf_puts(out, "\"\"");
+    /* OpenAI tools {"type":"function","function":{...}} -> the function object */
+    nd_buf_puts(out, ",\"tools\":[");
+    const nd_json *tools = nd_json_get(row, "tools");
+    if (tools && tools->type != ND_JSON_ARRAY && tools->type != ND_JSON_NULL)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: \"tools\" is not an array", where);
+    for (size_t i = 0; tools && tools->type == ND_JSON_ARRAY && i < tools->count; i++) {
+        const nd_json *t = &tools->items[i], *fn = t->type == ND_JSON_OBJECT ? nd_json_get(t, "function") : NULL;
+        if (i) nd_buf_putc(out, ',');
+        nd_json_write(out, fn ? fn : t, 0);
+    }
+    nd_buf_puts(out, "],\"answers\":[");
+    const nd_json *calls = nd_json_get(asst, "tool_calls");
+    if (calls && calls->type != ND_JSON_ARRAY && calls->type != ND_JSON_NULL)
+        return nd_errorf(err, NEEDLE_EFORMAT, "%s: the assistant turn's \"tool_calls\" is not an array", where);
+    for (size_t i = 0; calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {
+        const nd_json *c = &calls->items[i];
+        const nd_json *fn = c->type == ND_JSON_OBJECT ? nd_json_get(c, "function") : NULL;
+        if (!fn || fn->type != ND_JSON_OBJECT) fn = c;
+        const nd_json *name = fn->type == ND_JSON_OBJECT ? nd_json_get(fn, "name") : NULL;
+        if (!name || name->type != ND_JSON_STRING)
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: tool_calls[%zu] has no function \"name\" string", where, i);
+        nd_buf_puts(out, i ? ",{\"name\":" : "{\"name\":");
+        nd_json_write_string(out, name->str, name->len, 0);
+        nd_buf_puts(out, ",\"arguments\":");
+        /* arguments: an object, or (OpenAI) a string holding one; empty = {} */
+        const nd_json *args = nd_json_get(fn, "arguments");
+        size_t k = 0;
+        if (args && args->type == ND_JSON_STRING)
+            while (k < args->len && strchr(" \t\r\n", args->str[k])) k++;
+        if (!args || args->type == ND_JSON_NULL || (args->type == ND_JSON_STRING && k == args->len)) {
+            nd_buf_puts(out, "{}");
+        } else if (args->type == ND_JSON_STRING) {
+            nd_json *inner = NULL;
+            if (nd_json_parse(args->str, args->len, NULL, &inner, NULL))
+                return nd_errorf(err, NEEDLE_EFORMAT, "%s: tool_calls[%zu] \"arguments\" is a string but not JSON",
+                                 where, i);
+            nd_json_write(out, inner, 0);
+            nd_json_free(inner);
+        } else {
+            nd_json_write(out, args, 0);
+        }
+        nd_buf_putc(out, '}');
+    }
+    nd_buf_putc(out, ']');
+    const nd_json *sc = sys ? nd_json_get(sys, "content") : NULL;
+    if (sc && sc->type == ND_JSON_STRING && sc->len) {
+        nd_buf_puts(out, ",\"system\":");
+        nd_json_write_string(out, sc->str, sc->len, 0);
+    }
+    nd_buf_putc(out, '}');
+    return out->oom ? nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where) : 0;
+}
+
 static int example_from_line(const char *line, size_t len, const char *where, nd_tokenizer *tok, int layout,
                              tools_cache *cache, nd_example *ex, needle_error *err)
 {
@@ -246,6 +330,16 @@ static int example_from_line(const char *line, size_t len, const char *where, nd
     nd_json *row = NULL;
     int rc = nd_json_parse(line, len, NULL, &row, err);
     if (rc) return rc;
+    if (row->type == ND_JSON_OBJECT && nd_json_get(row, "messages") && !nd_json_get(row, "query")) {
+        /* the platform chat format: rewritten as a local row, then read as one */
+        nd_buf local;
+        nd_buf_init(&local);
+        rc = chat_row_to_local(row, where, &local, err);
+        nd_json_free(row);
+        if (!rc) rc = example_from_line(local.data, local.len, where, tok, layout, cache, ex, err);
+        nd_buf_free(&local);
+        return rc;
+    }
     nd_buf tools, answers;
     nd_buf_init(&tools);
     nd_buf_init(&answers);

@@ -1,6 +1,9 @@
 /* data.h - fine-tuning data: JSONL rows -> token ids + loss mask (SPEC 7).
  *
  * Each line is an object {query, tools, answers | function_calls, reasoning?,
+ * system?}, or the platform chat form {messages: [system?, user, assistant with
+ * OpenAI tool_calls], tools: OpenAI-form} (read as the same local row; both
+ * generations).  Local rows are {query, tools, answers | function_calls, reasoning?,
  * system?}.  tools and answers may be JSON values or strings holding JSON (as
  * in the published datasets); either way they are re-serialised compactly
  * with key order kept (non-ASCII escaped in the 2.0.8 layout, raw UTF-8 in

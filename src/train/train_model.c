@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "train/qat.h"
+#include "train/train_monarch.h"
 #include "train/train_ops.h"
 #include "train/train_par.h"
 
@@ -23,10 +24,14 @@ struct nd_train_act {
     float *e, *ek, *ev, *evc, *eg, *eru, *erk, *b;
     float *h1, *h1_r, *q, *k, *v, *gp, *qn, *qn_r, *kn, *kn_r, *qr, *kr, *probs, *o, *og, *att, *a2, *a2_r;
     float *b2, *h3, *h3_r, *z1, *z2, *b3, *y, *xa[ND_LORA_TARGETS];
+    /* Needle 3: raw q/k/v before the causal conv (taps > 0), the Monarch gate
+     * weights and its last product before d4 */
+    float *q0, *k0, *v0, *msm, *y3;
     float *mean, *f, *f_r;
     /* backward scratch */
     float *dXa, *dXb, *dxh, *dhp, *dhq, *dhr, *dy, *du, *db, *db2, *dh1, *dq, *dk, *dv, *dgp, *dqn, *dkn;
     float *dqr, *dkr, *do_, *dog, *datt, *da2, *dh3, *de, *dek, *dev, *devc, *dlr, *dmean, *df;
+    float *dq0, *dk0, *dv0;
     float *eok, *rope_cos, *rope_sin;
     int32_t *eidx, *ids;
 };
@@ -39,6 +44,10 @@ static size_t plan_layout(nd_train_act *a, const nd_train_model *m, int B, int T
     size_t A = (size_t)c->attn_dim, KV = (size_t)c->kv_dim, Nh = (size_t)c->hada_n;
     size_t TS = (size_t)c->num_tables * (size_t)c->engram_sub, r = (size_t)(m->lora_rank > 0 ? m->lora_rank : 0);
     size_t H = (size_t)c->num_heads, KVH = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
+    /* v and the attention output have their own head width (Needle 3; = hd in v2) */
+    size_t VD = KVH * (size_t)c->v_dim, O = H * (size_t)c->v_dim;
+    size_t conv = nd_config_generation(c) == 3 && c->qkv_conv_taps > 0 ? 1 : 0;
+    size_t v3 = nd_config_generation(c) == 3 ? 1 : 0;
     size_t off = 0;
 #define TAKE(field, count)                                          \
     do {                                                            \
@@ -50,17 +59,20 @@ static size_t plan_layout(nd_train_act *a, const nd_train_model *m, int B, int T
     TAKE(p, N * n); TAKE(qv, N * n); TAKE(P, N * n * n); TAKE(u, N * d);
     TAKE(e, N * TS); TAKE(ek, N * d); TAKE(ev, N * d); TAKE(evc, N * d); TAKE(eg, N); TAKE(eru, N); TAKE(erk, N);
     TAKE(b, N * d); TAKE(h1, N * d); TAKE(h1_r, N);
-    TAKE(q, N * A); TAKE(k, N * KV); TAKE(v, N * KV); TAKE(gp, N * A);
+    TAKE(q, N * A); TAKE(k, N * KV); TAKE(v, N * VD); TAKE(gp, N * O);
+    TAKE(q0, conv * N * A); TAKE(k0, conv * N * KV); TAKE(v0, conv * N * VD);
+    TAKE(dq0, conv * N * A); TAKE(dk0, conv * N * KV); TAKE(dv0, conv * N * VD);
+    TAKE(msm, v3 * N * ND_MLP_GATE_RANK); TAKE(y3, v3 * N * d);
     TAKE(qn, N * A); TAKE(qn_r, N * H); TAKE(kn, N * KV); TAKE(kn_r, N * KVH); TAKE(qr, N * A); TAKE(kr, N * KV);
-    TAKE(probs, (size_t)B * H * T * T); TAKE(o, N * A); TAKE(og, N * A); TAKE(att, N * d);
+    TAKE(probs, (size_t)B * H * T * T); TAKE(o, N * O); TAKE(og, N * O); TAKE(att, N * d);
     TAKE(a2, N * d); TAKE(a2_r, N); TAKE(b2, N * d); TAKE(h3, N * d); TAKE(h3_r, N);
     TAKE(z1, N * Nh); TAKE(z2, N * Nh); TAKE(b3, N * d); TAKE(y, N * d);
     for (int t = 0; t < ND_LORA_TARGETS; t++) TAKE(xa[t], N * r);
     TAKE(mean, N * d); TAKE(f, N * d); TAKE(f_r, N);
     TAKE(dXa, N * nd); TAKE(dXb, N * nd); TAKE(dxh, N * nd); TAKE(dhp, N * n); TAKE(dhq, N * n);
     TAKE(dhr, N * n * n); TAKE(dy, N * d); TAKE(du, N * d); TAKE(db, N * d); TAKE(db2, N * d); TAKE(dh1, N * d);
-    TAKE(dq, N * A); TAKE(dk, N * KV); TAKE(dv, N * KV); TAKE(dgp, N * A); TAKE(dqn, N * A); TAKE(dkn, N * KV);
-    TAKE(dqr, N * A); TAKE(dkr, N * KV); TAKE(do_, N * A); TAKE(dog, N * A); TAKE(datt, N * d); TAKE(da2, N * d);
+    TAKE(dq, N * A); TAKE(dk, N * KV); TAKE(dv, N * VD); TAKE(dgp, N * O); TAKE(dqn, N * A); TAKE(dkn, N * KV);
+    TAKE(dqr, N * A); TAKE(dkr, N * KV); TAKE(do_, N * O); TAKE(dog, N * O); TAKE(datt, N * d); TAKE(da2, N * d);
     TAKE(dh3, N * d); TAKE(de, N * TS); TAKE(dek, N * d); TAKE(dev, N * d); TAKE(devc, N * d);
     TAKE(dlr, N * r); TAKE(dmean, N * d); TAKE(df, N * d);
     TAKE(eok, N * (size_t)c->num_tables);
@@ -202,6 +214,15 @@ void nd_train_model_init_reference(nd_train_model *m, uint64_t seed)
     }
 }
 
+void nd_train_restore_constants(nd_train_model *m)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        nd_tensor_info *t = &m->tensors[i];
+        if (t->param->init == ND_INIT_PERMUTATION)
+            nd_param_init_fill(t->param, t->name, m->params + t->offset, t->ndim, t->shape, m->cfg.num_layers, 0);
+    }
+}
+
 /* ---- LoRA / full ----------------------------------------------------------- */
 /* The parameter LoRA target t (0-based) adapts. */
 static const nd_param_desc *lora_param(int t)
@@ -325,32 +346,88 @@ static void proj_bwd(nd_train_model *m, int t, int l, float *dx, const float *dy
     }
 }
 
+/* Needle 3 q/k/v conv taps (0 = none, and always 0 in v2). */
+static int conv_taps(const nd_config *c) { return nd_config_generation(c) == 3 ? c->qkv_conv_taps : 0; }
+
+/* The attention window of layer l: 0 for a global layer (every earlier key),
+ * else the sliding window of a Needle 3 local layer. */
+static int layer_window(const nd_config *c, int l) { return nd_config_layer_is_global(c, l) ? 0 : c->sliding_window; }
+
+/* Layer l's Monarch MLP parameters (Needle 3). */
+static void monarch_params(const nd_train_model *m, int l, nd_monarch_params *p)
+{
+    const nd_config *c = &m->cfg;
+    int Nh = c->hada_n, aa = c->hada_a * c->hada_a, bb = c->hada_b * c->hada_b;
+    *p = (nd_monarch_params){
+        .d = c->d_model, .Nh = Nh, .a = c->hada_a, .b = c->hada_b, .rank = ND_MLP_GATE_RANK,
+        .d1 = PL(ND_P_D1, l, Nh), .d2 = PL(ND_P_D2, l, Nh), .b2 = PL(ND_P_B2, l, Nh), .d3 = PL(ND_P_D3, l, Nh),
+        .d4 = PL(ND_P_D4, l, Nh), .w1a = PL(ND_P_W1A, l, aa), .w2a = PL(ND_P_W2A, l, aa), .w3a = PL(ND_P_W3A, l, aa),
+        .w1b = PL(ND_P_W1B, l, bb), .w2b = PL(ND_P_W2B, l, bb), .w3b = PL(ND_P_W3B, l, bb),
+        .cond_v = PL(ND_P_COND_V, l, (size_t)c->d_model * ND_MLP_GATE_RANK),
+        .cond_u = PL(ND_P_COND_U, l, (size_t)ND_MLP_GATE_RANK * Nh),
+        .p1 = nd_train_param(m, ND_P_HADA_P1), .p2 = nd_train_param(m, ND_P_HADA_P2)};
+}
+
+static void monarch_grads(const nd_train_model *m, int l, nd_monarch_grads *g)
+{
+    const nd_config *c = &m->cfg;
+    int Nh = c->hada_n, aa = c->hada_a * c->hada_a, bb = c->hada_b * c->hada_b;
+    *g = (nd_monarch_grads){
+        .d1 = GL(ND_P_D1, l, Nh), .d2 = GL(ND_P_D2, l, Nh), .b2 = GL(ND_P_B2, l, Nh), .d3 = GL(ND_P_D3, l, Nh),
+        .d4 = GL(ND_P_D4, l, Nh), .w1a = GL(ND_P_W1A, l, aa), .w2a = GL(ND_P_W2A, l, aa), .w3a = GL(ND_P_W3A, l, aa),
+        .w1b = GL(ND_P_W1B, l, bb), .w2b = GL(ND_P_W2B, l, bb), .w3b = GL(ND_P_W3B, l, bb),
+        .cond_v = GL(ND_P_COND_V, l, (size_t)c->d_model * ND_MLP_GATE_RANK),
+        .cond_u = GL(ND_P_COND_U, l, (size_t)ND_MLP_GATE_RANK * Nh)};
+}
+
 /* Block(b) -> b3 (SPEC 4), everything kept in the act scratch. */
 static void block_fwd(nd_train_model *m, int l, int N)
 {
     nd_train_act *a = m->act;
     const nd_config *c = &m->cfg;
     int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
-    int Nh = c->hada_n;
+    int Nh = c->hada_n, O = H * c->v_dim, VD = KVH * c->v_dim, taps = conv_taps(c);
     nd_par_zcrms_fwd(m->pool, a->h1, a->h1_r, a->b, PL(ND_P_NORM_IN, l, d), N, d, 1);
     if (m->qat) nd_qat_act_rows(a->h1, N, d, m->qat->act_bits); /* A8 attn.in (feeds q, k, v and gate) */
-    proj_fwd(m, 0, l, a->q, a->h1, a->xa[0], N);
-    proj_fwd(m, 1, l, a->k, a->h1, a->xa[1], N);
-    proj_fwd(m, 2, l, a->v, a->h1, a->xa[2], N);
+    proj_fwd(m, 0, l, taps ? a->q0 : a->q, a->h1, a->xa[0], N);
+    proj_fwd(m, 1, l, taps ? a->k0 : a->k, a->h1, a->xa[1], N);
+    proj_fwd(m, 2, l, taps ? a->v0 : a->v, a->h1, a->xa[2], N);
     proj_fwd(m, 3, l, a->gp, a->h1, a->xa[3], N);
+    if (taps) { /* Needle 3: causal depthwise conv of the raw q, k, v along time */
+        nd_op_causal_conv_fwd(a->q, a->q0, PL(ND_P_Q_TAPS, l, (size_t)taps * A), taps, a->B, a->T, A);
+        nd_op_causal_conv_fwd(a->k, a->k0, PL(ND_P_K_TAPS, l, (size_t)taps * KV), taps, a->B, a->T, KV);
+        nd_op_causal_conv_fwd(a->v, a->v0, PL(ND_P_V_TAPS, l, (size_t)taps * VD), taps, a->B, a->T, VD);
+    }
     nd_par_zcrms_fwd(m->pool, a->qn, a->qn_r, a->q, PL(ND_P_Q_NORM, l, hd), N, A, H);
     nd_par_zcrms_fwd(m->pool, a->kn, a->kn_r, a->k, PL(ND_P_K_NORM, l, hd), N, KV, KVH);
     nd_op_rope_fwd(a->qr, a->qn, a->rope_cos, a->rope_sin, N, a->T, H, hd);
     nd_op_rope_fwd(a->kr, a->kn, a->rope_cos, a->rope_sin, N, a->T, KVH, hd);
-    nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd);
-    nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, A);
-    if (m->qat) nd_qat_act_rows(a->og, N, A, m->qat->act_bits); /* A8 attn.out */
+    if (m->qat && nd_config_generation(c) == 3) {
+        /* Needle 3 deploy numerics: q per head A8 (the attention kernel's int8
+         * query), k and v per head and position A8 (the int8 KV cache, kv_bits 8) */
+        if (m->qat->act_bits) nd_qat_act_rows(a->qr, N * H, hd, 8);
+        if (c->kv_bits >= 8) {
+            nd_qat_act_rows(a->kr, N * KVH, hd, 8);
+            nd_qat_act_rows(a->v, N * KVH, c->v_dim, 8);
+        }
+    }
+    nd_op_attention_fwd(m->pool, a->o, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH, hd, c->v_dim,
+                        layer_window(c, l));
+    nd_par_sigmoid_gate_fwd(m->pool, a->og, a->o, a->gp, N, O);
+    if (m->qat) nd_qat_act_rows(a->og, N, O, m->qat->act_bits); /* A8 attn.out */
     proj_fwd(m, 4, l, a->att, a->og, a->xa[4], N);
     nd_par_zcrms_fwd(m->pool, a->a2, a->a2_r, a->att, PL(ND_P_POST_NORM, l, d), N, d, 1);
     float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
     for (size_t i = 0; i < (size_t)N * d; i++) a->b2[i] = a->b[i] + sg * a->a2[i];
     nd_par_zcrms_fwd(m->pool, a->h3, a->h3_r, a->b2, PL(ND_P_PRE_HADA, l, d), N, d, 1);
-    nd_par_hada_mlp_fwd(m->pool, a->b3, a->z1, a->z2, a->h3, PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
+    if (nd_config_generation(c) == 3) {
+        nd_monarch_params mp;
+        monarch_params(m, l, &mp);
+        nd_monarch_fwd(m->pool, &mp, a->b3, a->msm, a->z1, a->z2, a->y3, a->h3, N);
+    } else {
+        nd_par_hada_mlp_fwd(m->pool, a->b3, a->z1, a->z2, a->h3, PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh),
+                            PL(ND_P_D3, l, Nh), N, d, Nh);
+    }
     for (size_t i = 0; i < (size_t)N * d; i++) a->b3[i] += a->b2[i];
 }
 
@@ -419,6 +496,7 @@ static void layer_fwd(nd_train_model *m, int l, const float *X, float *Xn)
     const nd_config *c = &m->cfg;
     int N = a->B * a->T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
     nd_par_zcrms_fwd(m->pool, a->xh, a->xh_r, X, NULL, N, nd, 1);
+    if (m->qat && nd_config_generation(c) == 3) nd_qat_act_rows(a->xh, N, nd, m->qat->act_bits); /* A8 mhc.in (v3) */
     nd_op_matmul_fwd(m->pool, a->hp, a->xh, PL(ND_P_PHI_PRE, l, (size_t)nd * n), N, nd, n, 0);
     nd_op_matmul_fwd(m->pool, a->hq, a->xh, PL(ND_P_PHI_POST, l, (size_t)nd * n), N, nd, n, 0);
     nd_op_matmul_fwd(m->pool, a->hr, a->xh, PL(ND_P_PHI_RES, l, (size_t)nd * n * n), N, nd, n * n, 0);
@@ -448,7 +526,8 @@ static void forward_all(nd_train_model *m, const int32_t *ids, int B, int T)
     const nd_config *c = &m->cfg;
     int N = B * T, d = c->d_model, n = c->mhc_lanes, nd = n * d;
     memcpy(a->ids, ids, sizeof(int32_t) * (size_t)N);
-    nd_op_engram_index(a->eidx, a->eok, ids, B, T, c->engram_orders, c->num_orders, c->engram_heads_eff,
+    int stride = nd_config_generation(c) == 3 && c->engram_seed_heads > 0 ? c->engram_seed_heads : c->engram_heads_eff;
+    nd_op_engram_index(a->eidx, a->eok, ids, B, T, c->engram_orders, c->num_orders, c->engram_heads_eff, stride,
                        c->engram_slots);
     const float *E = nd_train_param(m, ND_P_EMBEDDING);
     float sd = sqrtf((float)d);
@@ -484,11 +563,11 @@ const float *nd_train_hidden(const nd_train_model *m, int row) { return m->act->
 void nd_train_logits_row(const nd_train_model *m, int row, float *logits)
 {
     const float *f = nd_train_hidden(m, row), *E = nd_train_param(m, ND_P_EMBEDDING);
-    int d = m->cfg.d_model;
+    int d = m->cfg.d_model, Vo = nd_config_logit_width(&m->cfg);
     for (int v = 0; v < m->cfg.vocab_size; v++) {
         float s = 0.0f;
-        for (int j = 0; j < d; j++) s += f[j] * E[(size_t)v * d + j];
-        logits[v] = s;
+        for (int j = 0; j < d && v < Vo; j++) s += f[j] * E[(size_t)v * d + j];
+        logits[v] = v < Vo ? s : -INFINITY; /* Needle 3 out_vocab: only E[0:V_o] scores */
     }
 }
 
@@ -501,13 +580,21 @@ static void block_bwd(nd_train_model *m, int l, int N)
     nd_train_act *a = m->act;
     const nd_config *c = &m->cfg;
     int d = c->d_model, A = c->attn_dim, KV = c->kv_dim, hd = c->head_dim, H = c->num_heads, KVH = c->num_kv_heads;
-    int Nh = c->hada_n;
+    int Nh = c->hada_n, O = H * c->v_dim, VD = KVH * c->v_dim, taps = conv_taps(c);
     size_t Nd = (size_t)N * d;
     /* b3 = b2 + mlp(h3), h3 = zcrms(b2) */
     memcpy(a->db2, a->dy, sizeof(float) * Nd);
     ZERO(a->dh3, Nd);
-    nd_par_hada_mlp_bwd(m->pool, a->dh3, GL(ND_P_D1, l, Nh), GL(ND_P_D2, l, Nh), GL(ND_P_D3, l, Nh), a->dy, a->h3, a->z1, a->z2,
-                       PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
+    if (nd_config_generation(c) == 3) {
+        nd_monarch_params mp;
+        nd_monarch_grads mg;
+        monarch_params(m, l, &mp);
+        monarch_grads(m, l, &mg);
+        nd_monarch_bwd(m->pool, &mp, m->grads ? &mg : NULL, a->dh3, a->dy, a->h3, a->msm, a->z1, a->z2, a->y3, N);
+    } else {
+        nd_par_hada_mlp_bwd(m->pool, a->dh3, GL(ND_P_D1, l, Nh), GL(ND_P_D2, l, Nh), GL(ND_P_D3, l, Nh), a->dy, a->h3,
+                            a->z1, a->z2, PL(ND_P_D1, l, Nh), PL(ND_P_D2, l, Nh), PL(ND_P_D3, l, Nh), N, d, Nh);
+    }
     nd_par_zcrms_bwd(m->pool, a->db2, GL(ND_P_PRE_HADA, l, d), a->dh3, a->b2, a->h3_r, PL(ND_P_PRE_HADA, l, d), N, d, 1);
     /* b2 = b + sigmoid(ag) * a2 */
     float sg = nd_sigmoid(PL(ND_P_ATTN_GATE, l, 1)[0]);
@@ -520,16 +607,16 @@ static void block_bwd(nd_train_model *m, int l, int N)
     if (m->grads) GL(ND_P_ATTN_GATE, l, 1)[0] += (float)dsg * sg * (1.0f - sg);
     ZERO(a->datt, Nd);
     nd_par_zcrms_bwd(m->pool, a->datt, GL(ND_P_POST_NORM, l, d), a->da2, a->att, a->a2_r, PL(ND_P_POST_NORM, l, d), N, d, 1);
-    ZERO(a->dog, (size_t)N * A);
+    ZERO(a->dog, (size_t)N * O);
     proj_bwd(m, 4, l, a->dog, a->datt, a->og, a->xa[4], N);
-    ZERO(a->do_, (size_t)N * A);
-    ZERO(a->dgp, (size_t)N * A);
-    nd_par_sigmoid_gate_bwd(m->pool, a->do_, a->dgp, a->dog, a->o, a->gp, N, A);
+    ZERO(a->do_, (size_t)N * O);
+    ZERO(a->dgp, (size_t)N * O);
+    nd_par_sigmoid_gate_bwd(m->pool, a->do_, a->dgp, a->dog, a->o, a->gp, N, O);
     ZERO(a->dqr, (size_t)N * A);
     ZERO(a->dkr, (size_t)N * KV);
-    ZERO(a->dv, (size_t)N * KV);
+    ZERO(a->dv, (size_t)N * VD);
     nd_op_attention_bwd(m->pool, a->dqr, a->dkr, a->dv, a->do_, a->probs, a->qr, a->kr, a->v, a->B, a->T, H, KVH,
-                        hd);
+                        hd, c->v_dim, layer_window(c, l));
     ZERO(a->dqn, (size_t)N * A);
     ZERO(a->dkn, (size_t)N * KV);
     nd_op_rope_bwd(a->dqn, a->dqr, a->rope_cos, a->rope_sin, N, a->T, H, hd);
@@ -538,10 +625,23 @@ static void block_bwd(nd_train_model *m, int l, int N)
     ZERO(a->dk, (size_t)N * KV);
     nd_par_zcrms_bwd(m->pool, a->dq, GL(ND_P_Q_NORM, l, hd), a->dqn, a->q, a->qn_r, PL(ND_P_Q_NORM, l, hd), N, A, H);
     nd_par_zcrms_bwd(m->pool, a->dk, GL(ND_P_K_NORM, l, hd), a->dkn, a->k, a->kn_r, PL(ND_P_K_NORM, l, hd), N, KV, KVH);
+    const float *dq = a->dq, *dk = a->dk, *dv = a->dv;
+    if (taps) { /* back through the causal conv to the raw projections */
+        ZERO(a->dq0, (size_t)N * A);
+        ZERO(a->dk0, (size_t)N * KV);
+        ZERO(a->dv0, (size_t)N * VD);
+        nd_op_causal_conv_bwd(a->dq0, GL(ND_P_Q_TAPS, l, (size_t)taps * A), a->dq, a->q0,
+                              PL(ND_P_Q_TAPS, l, (size_t)taps * A), taps, a->B, a->T, A);
+        nd_op_causal_conv_bwd(a->dk0, GL(ND_P_K_TAPS, l, (size_t)taps * KV), a->dk, a->k0,
+                              PL(ND_P_K_TAPS, l, (size_t)taps * KV), taps, a->B, a->T, KV);
+        nd_op_causal_conv_bwd(a->dv0, GL(ND_P_V_TAPS, l, (size_t)taps * VD), a->dv, a->v0,
+                              PL(ND_P_V_TAPS, l, (size_t)taps * VD), taps, a->B, a->T, VD);
+        dq = a->dq0, dk = a->dk0, dv = a->dv0;
+    }
     ZERO(a->dh1, Nd);
-    proj_bwd(m, 0, l, a->dh1, a->dq, a->h1, a->xa[0], N);
-    proj_bwd(m, 1, l, a->dh1, a->dk, a->h1, a->xa[1], N);
-    proj_bwd(m, 2, l, a->dh1, a->dv, a->h1, a->xa[2], N);
+    proj_bwd(m, 0, l, a->dh1, dq, a->h1, a->xa[0], N);
+    proj_bwd(m, 1, l, a->dh1, dk, a->h1, a->xa[1], N);
+    proj_bwd(m, 2, l, a->dh1, dv, a->h1, a->xa[2], N);
     proj_bwd(m, 3, l, a->dh1, a->dgp, a->h1, a->xa[3], N);
     nd_par_zcrms_bwd(m->pool, a->db, GL(ND_P_NORM_IN, l, d), a->dh1, a->b, a->h1_r, PL(ND_P_NORM_IN, l, d), N, d, 1);
 }
@@ -695,7 +795,8 @@ double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *
     if (nd_train_plan(m, B, T, NULL)) return NAN;
     nd_train_act *a = m->act;
     const nd_config *c = &m->cfg;
-    int N = B * T, d = c->d_model, n = c->mhc_lanes, nd = n * d, V = c->vocab_size;
+    /* Needle 3 out_vocab: the logits (and so the targets) cover E[0:V_o] only */
+    int N = B * T, d = c->d_model, n = c->mhc_lanes, nd = n * d, V = nd_config_logit_width(c);
     int count = 0;
     for (int i = 0; i < N; i++) count += targets[i] >= 0 && targets[i] < V;
     if (n_targets) *n_targets = count;
@@ -723,7 +824,7 @@ double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *
     if (dE) {
         float sd = sqrtf((float)d);
         for (int r = 0; r < N; r++) {
-            int id = ids[r] >= 0 && ids[r] < V ? ids[r] : 0;
+            int id = ids[r] >= 0 && ids[r] < c->vocab_size ? ids[r] : 0;
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < d; j++) dE[(size_t)id * d + j] += sd * dXn[(size_t)r * nd + (size_t)i * d + j];
         }

@@ -72,6 +72,11 @@ int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error 
 /* Reference initialisation (SPEC 3) with a deterministic seed. */
 void nd_train_model_init_reference(nd_train_model *m, uint64_t seed);
 void nd_train_model_free(nd_train_model *m);
+/* Needle 3's Monarch permutations (hada_p1/p2) are constants, not weights:
+ * they get no gradient, but a full-training optimizer step (weight decay)
+ * would still move them.  This writes them back (the reference draws them
+ * from fixed seeds, so they are the same in every checkpoint). */
+void nd_train_restore_constants(nd_train_model *m);
 
 /* Lookup by name (-1 when absent). */
 int nd_train_find(const nd_train_model *m, const char *name);

@@ -31,6 +31,14 @@ static float dot(const float *a, const float *b, int n)
     return s;
 }
 
+/* y += a * b elementwise */
+static void axpy_mul(float *y, const float *a, const float *b, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) st8(y + i, ld8(y + i) + ld8(a + i) * ld8(b + i));
+    for (; i < n; i++) y[i] += a[i] * b[i];
+}
+
 static void axpy(float *y, float a, const float *x, int n)
 {
     v8 av = splat8(a);
@@ -167,43 +175,49 @@ void nd_op_rope_bwd(float *dx, const float *dy, const float *cos_t, const float 
 typedef struct {
     float *o, *probs, *dq, *dk, *dv;
     const float *q, *k, *v, *dout, *cprobs;
-    int B, T, H, KVH, hd;
+    int B, T, H, KVH, hd, vd, window;
     float *scratch; /* per thread: scratch_floats, the GEMM's gemm_floats first */
     size_t scratch_floats, gemm_floats;
 } attn_job;
 
+/* The first key position query t sees: 0, or t - window + 1 under a sliding window. */
+static int attn_first(const attn_job *j, int t) { return j->window > 0 && t >= j->window ? t - j->window + 1 : 0; }
+
 static void attn_fwd_task(void *ctx, int task, int thread)
 {
     attn_job *j = ctx;
-    int b = task / j->H, h = task % j->H, T = j->T, hd = j->hd;
+    int b = task / j->H, h = task % j->H, T = j->T, hd = j->hd, vd = j->vd;
     int g = h / (j->H / j->KVH);
-    int qs = j->H * hd, ks = j->KVH * hd;
+    int qs = j->H * hd, ks = j->KVH * hd, vs = j->KVH * vd, os = j->H * vd;
     float scale = 1.0f / sqrtf((float)hd);
     float *scr = j->scratch + (size_t)thread * j->scratch_floats;
     float *S = j->probs + ((size_t)b * j->H + h) * T * T;
     const float *qh = j->q + (size_t)b * T * qs + (size_t)h * hd;
-    const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * ks + (size_t)g * hd;
+    const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * vs + (size_t)g * vd;
     nd_gemm_serial(S, T, nd_gemm_strided(qh, qs, 1), nd_gemm_strided(kg, 1, ks), T, T, hd, 0, scr);
     for (int t = 0; t < T; t++) {
         float *p = S + (size_t)t * T;
+        int s0 = attn_first(j, t);
         float mx = -INFINITY;
-        for (int s = 0; s <= t; s++) {
+        for (int s = s0; s <= t; s++) {
             p[s] *= scale;
             if (p[s] > mx) mx = p[s];
         }
         float sum = 0.0f;
-        for (int s = 0; s <= t; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
+        for (int s = s0; s <= t; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
         float inv = 1.0f / sum;
-        for (int s = 0; s <= t; s++) p[s] *= inv;
+        for (int s = s0; s <= t; s++) p[s] *= inv;
+        for (int s = 0; s < s0; s++) p[s] = 0.0f;
         for (int s = t + 1; s < T; s++) p[s] = 0.0f;
     }
-    nd_gemm_serial(j->o + (size_t)b * T * qs + (size_t)h * hd, qs, nd_gemm_strided(S, T, 1),
-                   nd_gemm_strided(vg, ks, 1), T, hd, T, 0, scr);
+    nd_gemm_serial(j->o + (size_t)b * T * os + (size_t)h * vd, os, nd_gemm_strided(S, T, 1),
+                   nd_gemm_strided(vg, vs, 1), T, vd, T, 0, scr);
 }
 
 static int attn_scratch(attn_job *j, nd_threadpool *pool, int extra)
 {
     int big = j->T > j->hd ? j->T : j->hd;
+    if (j->vd > big) big = j->vd;
     j->gemm_floats = nd_gemm_scratch_floats(big, big);
     j->scratch_floats = j->gemm_floats + (size_t)extra;
     int threads = pool ? nd_threadpool_threads(pool) : 1;
@@ -212,9 +226,10 @@ static int attn_scratch(attn_job *j, nd_threadpool *pool, int extra)
 }
 
 void nd_op_attention_fwd(nd_threadpool *pool, float *o, float *probs, const float *q, const float *k,
-                         const float *v, int B, int T, int H, int KVH, int hd)
+                         const float *v, int B, int T, int H, int KVH, int hd, int vd, int window)
 {
-    attn_job j = {.o = o, .probs = probs, .q = q, .k = k, .v = v, .B = B, .T = T, .H = H, .KVH = KVH, .hd = hd};
+    attn_job j = {.o = o, .probs = probs, .q = q, .k = k, .v = v, .B = B, .T = T, .H = H, .KVH = KVH, .hd = hd,
+                  .vd = vd, .window = window};
     if (attn_scratch(&j, pool, 0)) return; /* out of memory: o left as it was */
     nd_threadpool_run(pool, B * H, attn_fwd_task, &j);
     free(j.scratch);
@@ -225,29 +240,31 @@ void nd_op_attention_fwd(nd_threadpool *pool, float *o, float *probs, const floa
 static void attn_bwd_task(void *ctx, int task, int thread)
 {
     attn_job *j = ctx;
-    int b = task / j->KVH, g = task % j->KVH, T = j->T, hd = j->hd;
-    int rep = j->H / j->KVH, qs = j->H * hd, ks = j->KVH * hd;
+    int b = task / j->KVH, g = task % j->KVH, T = j->T, hd = j->hd, vd = j->vd;
+    int rep = j->H / j->KVH, qs = j->H * hd, ks = j->KVH * hd, vs = j->KVH * vd, os = j->H * vd;
     float scale = 1.0f / sqrtf((float)hd);
     float *scr = j->scratch + (size_t)thread * j->scratch_floats;
     float *dS = scr + j->gemm_floats; /* [T, T] */
-    const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * ks + (size_t)g * hd;
+    const float *kg = j->k + (size_t)b * T * ks + (size_t)g * hd, *vg = j->v + (size_t)b * T * vs + (size_t)g * vd;
     for (int h = g * rep; h < (g + 1) * rep; h++) {
         const float *P = j->cprobs + ((size_t)b * j->H + h) * T * T;
-        const float *dO = j->dout + (size_t)b * T * qs + (size_t)h * hd;
+        const float *dO = j->dout + (size_t)b * T * os + (size_t)h * vd;
         const float *qh = j->q + (size_t)b * T * qs + (size_t)h * hd;
         /* dP = dO V^T, turned in place into dS */
-        nd_gemm_serial(dS, T, nd_gemm_strided(dO, qs, 1), nd_gemm_strided(vg, 1, ks), T, T, hd, 0, scr);
+        nd_gemm_serial(dS, T, nd_gemm_strided(dO, os, 1), nd_gemm_strided(vg, 1, vs), T, T, vd, 0, scr);
         for (int t = 0; t < T; t++) {
             const float *p = P + (size_t)t * T;
             float *ds = dS + (size_t)t * T;
+            int s0 = attn_first(j, t);
             float sdp = 0.0f;
-            for (int s = 0; s <= t; s++) sdp += p[s] * ds[s];
-            for (int s = 0; s <= t; s++) ds[s] = p[s] * (ds[s] - sdp) * scale;
+            for (int s = s0; s <= t; s++) sdp += p[s] * ds[s];
+            for (int s = s0; s <= t; s++) ds[s] = p[s] * (ds[s] - sdp) * scale;
+            for (int s = 0; s < s0; s++) ds[s] = 0.0f;
             for (int s = t + 1; s < T; s++) ds[s] = 0.0f;
         }
         if (j->dv) /* dV += P^T dO */
-            nd_gemm_serial(j->dv + (size_t)b * T * ks + (size_t)g * hd, ks, nd_gemm_strided(P, 1, T),
-                           nd_gemm_strided(dO, qs, 1), T, hd, T, 1, scr);
+            nd_gemm_serial(j->dv + (size_t)b * T * vs + (size_t)g * vd, vs, nd_gemm_strided(P, 1, T),
+                           nd_gemm_strided(dO, os, 1), T, vd, T, 1, scr);
         if (j->dq) /* dQ += dS K */
             nd_gemm_serial(j->dq + (size_t)b * T * qs + (size_t)h * hd, qs, nd_gemm_strided(dS, T, 1),
                            nd_gemm_strided(kg, ks, 1), T, hd, T, 1, scr);
@@ -259,10 +276,10 @@ static void attn_bwd_task(void *ctx, int task, int thread)
 
 void nd_op_attention_bwd(nd_threadpool *pool, float *dq, float *dk, float *dv, const float *dout,
                          const float *probs, const float *q, const float *k, const float *v, int B, int T, int H,
-                         int KVH, int hd)
+                         int KVH, int hd, int vd, int window)
 {
     attn_job j = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout, .cprobs = probs,
-                  .B = B, .T = T, .H = H, .KVH = KVH, .hd = hd};
+                  .B = B, .T = T, .H = H, .KVH = KVH, .hd = hd, .vd = vd, .window = window};
     if (attn_scratch(&j, pool, T * T)) return; /* out of memory: gradients left untouched */
     nd_threadpool_run(pool, B * KVH, attn_bwd_task, &j);
     free(j.scratch);
@@ -332,7 +349,7 @@ void nd_op_hada_mlp_bwd(float *dh, float *dd1, float *dd2, float *dd3, const flo
 
 /* ---- engram --------------------------------------------------------------- */
 void nd_op_engram_index(int32_t *idx, float *ok, const int32_t *ids, int B, int T, const int *orders,
-                        int num_orders, int heads, int slots)
+                        int num_orders, int heads, int seed_stride, int slots)
 {
     int Te = num_orders * heads;
     for (int b = 0; b < B; b++)
@@ -343,7 +360,8 @@ void nd_op_engram_index(int32_t *idx, float *ok, const int32_t *ids, int B, int 
                     int k = oi * heads + hh, o = orders[oi];
                     int back[ND_ENGRAM_MAX_ORDER];
                     for (int j = 0; j < o; j++) back[j] = t - j >= 0 ? ids[row - (size_t)j] : 0;
-                    idx[row * Te + k] = (int32_t)(nd_engram_hash(k, o, back) % (uint32_t)slots);
+                    int seed = oi * seed_stride + hh;
+                    idx[row * Te + k] = (int32_t)(nd_engram_hash(seed, o, back) % (uint32_t)slots);
                     ok[row * Te + k] = nd_engram_valid(t, o) ? 1.0f : 0.0f;
                 }
         }
@@ -400,6 +418,32 @@ void nd_op_taps_bwd(float *dv, float *dtaps, const float *dy, const float *v, co
                     if (dv) dv[src + i] += taps[(size_t)j * d + i] * g[i];
                     if (dtaps) dtaps[(size_t)j * d + i] += g[i] * v[src + i];
                 }
+            }
+        }
+}
+
+void nd_op_causal_conv_fwd(float *y, const float *x, const float *taps, int ntaps, int B, int T, int w)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *yr = y + ((size_t)b * T + t) * w;
+            memset(yr, 0, sizeof(float) * (size_t)w);
+            for (int j = 0; j < ntaps && t - j >= 0; j++)
+                for (int i = 0; i < w; i++) yr[i] += taps[(size_t)j * w + i] * x[((size_t)b * T + t - j) * w + i];
+        }
+}
+
+void nd_op_causal_conv_bwd(float *dx, float *dtaps, const float *dy, const float *x, const float *taps, int ntaps,
+                           int B, int T, int w)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *g = dy + ((size_t)b * T + t) * w;
+            for (int j = 0; j < ntaps && t - j >= 0; j++) {
+                size_t src = ((size_t)b * T + t - j) * w;
+                const float *tp = taps + (size_t)j * w;
+                if (dx) axpy_mul(dx + src, tp, g, w);
+                if (dtaps) axpy_mul((float *)dtaps + (size_t)j * w, g, x + src, w);
             }
         }
 }

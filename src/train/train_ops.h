@@ -42,14 +42,17 @@ void nd_op_rope_fwd(float *y, const float *x, const float *cos_t, const float *s
 void nd_op_rope_bwd(float *dx, const float *dy, const float *cos_t, const float *sin_t, int N, int T, int heads,
                     int hd);
 
-/* Causal GQA attention over B sequences of length T.  q [N,H*hd], k/v
- * [N,KVH*hd], o [N,H*hd]; probs [B,H,T,T] is saved for the backward (entries
- * above the diagonal are written as 0). */
+/* Causal GQA attention over B sequences of length T.  q [N,H*hd], k
+ * [N,KVH*hd], v [N,KVH*vd], o [N,H*vd] (Needle 3 splits the q/k and v head
+ * widths; v2 passes vd = hd); scores scale by 1/sqrt(hd).  window > 0 is a
+ * local (sliding window) layer: query t sees keys t-window < s <= t; 0 sees
+ * every s <= t.  probs [B,H,T,T] is saved for the backward (masked entries
+ * are written as 0). */
 void nd_op_attention_fwd(nd_threadpool *pool, float *o, float *probs, const float *q, const float *k,
-                         const float *v, int B, int T, int H, int KVH, int hd);
+                         const float *v, int B, int T, int H, int KVH, int hd, int vd, int window);
 void nd_op_attention_bwd(nd_threadpool *pool, float *dq, float *dk, float *dv, const float *dout,
                          const float *probs, const float *q, const float *k, const float *v, int B, int T, int H,
-                         int KVH, int hd);
+                         int KVH, int hd, int vd, int window);
 
 /* y = x * sigmoid(g) elementwise over n values. */
 void nd_op_sigmoid_gate_fwd(float *y, const float *x, const float *g, size_t n);
@@ -64,9 +67,11 @@ void nd_op_hada_mlp_bwd(float *dh, float *dd1, float *dd2, float *dd3, const flo
                         const float *z1, const float *z2, const float *d1, const float *d2, const float *d3, int N,
                         int d, int Nh);
 
-/* Engram hash rows: idx/ok [N, T_e] for B sequences of length T. */
+/* Engram hash rows: idx/ok [N, T_e] for B sequences of length T.  Table
+ * k = oi*heads + hd hashes with seed oi*seed_stride + hd (Needle 3's
+ * engram_seed_heads; seed_stride = heads gives the v2 seed k). */
 void nd_op_engram_index(int32_t *idx, float *ok, const int32_t *ids, int B, int T, const int *orders,
-                        int num_orders, int heads, int slots);
+                        int num_orders, int heads, int seed_stride, int slots);
 /* e[N, Te*sub] = concat_k table_k[idx] * ok; tables [Te, slots, sub]. */
 void nd_op_engram_gather_fwd(float *e, const float *tables, const int32_t *idx, const float *ok, int N, int Te,
                              int slots, int sub);
@@ -76,6 +81,12 @@ void nd_op_engram_gather_bwd(float *dtables, const float *de, const int32_t *idx
 void nd_op_taps_fwd(float *y, const float *v, const float *taps, int B, int T, int d, int D);
 void nd_op_taps_bwd(float *dv, float *dtaps, const float *dy, const float *v, const float *taps, int B, int T,
                     int d, int D);
+/* Needle 3's causal depthwise convolution of q, k, v along time, per
+ * sequence: y_t[c] = sum_{j<ntaps, t-j>=0} taps[j][c] x_{t-j}[c]; taps
+ * [ntaps, w], x/y [N, w]. */
+void nd_op_causal_conv_fwd(float *y, const float *x, const float *taps, int ntaps, int B, int T, int w);
+void nd_op_causal_conv_bwd(float *dx, float *dtaps, const float *dy, const float *x, const float *taps, int ntaps,
+                           int B, int T, int w);
 /* Engram gate: b = u + g * vc, g = sigmoid(<rmsunit(u), rmsunit(k)>/sqrt(d));
  * saves g[N], ru[N], rk[N] (reciprocal norms). */
 void nd_op_engram_gate_fwd(float *b, float *g, float *ru, float *rk, const float *u, const float *k,

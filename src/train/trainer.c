@@ -416,6 +416,7 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
             }
             loss = cnt ? loss / cnt : 0.0;
             nd_adamw_step(&c.opt, w, g, nd_schedule_lr(o->lr, step, total));
+            if (!m->lora) nd_train_restore_constants(m);
             tokens += real;
             tokens_win += real;
             res->real_tokens += real;
