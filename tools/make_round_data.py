@@ -28,6 +28,55 @@ def gen(needle, tools_path, rows, seed, out, weights=None):
     return {s: [l for l in open(os.path.join(out, s + ".jsonl")) if l.strip()] for s in ("train", "val", "test")}
 
 
+def token_counts(rows, spm):
+    """Tokens of each row as the trainer renders it (SPEC.md section 7, BOS/EOS included)."""
+    import sentencepiece  # a development dependency of the data tools only
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    from gen_data import render
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm)
+    out = []
+    for line in rows:
+        r = json.loads(line)
+        n = len(sp.encode("".join(render(r)))) + 3
+        # later turns (tool results, answers, follow-ups) are rendered after the first: about their JSON
+        n += sum(len(sp.encode(json.dumps(t, ensure_ascii=False))) for t in r.get("turns", []))
+        out.append(n)
+    return out
+
+
+def group(line):
+    r = json.loads(line)
+    demo = {"set_lights", "set_thermostat", "set_alarm", "send_message", "get_weather"}
+    return ({t["name"] for t in r["tools"]} == demo, bool(r.get("system"))), bool(r.get("answers"))
+
+
+def fit_and_balance(rows, counts, max_tokens, rng):
+    """Drop rows longer than max_tokens (the trainer would skip them), then drop no-call rows at random
+    until, in every group (demo tools or not) x (system text or not), calls are as common as they were
+    before the cut.  The cut falls on long rows, and a call's answer is longer than `[]`: without the
+    second step the rows with a system text (a longer prompt) kept 50% calls against 57% without one,
+    and the model learned to refuse under a `date:` fact (round r13/r14)."""
+    before, after = {}, {}
+    for r, n in zip(rows, counts):
+        g, call = group(r)
+        before.setdefault(g, [0, 0])[call] += 1
+        if n <= max_tokens:
+            after.setdefault(g, [[], []])[call].append(r)
+    out = []
+    for g, (nocall, calls) in after.items():
+        share = before[g][1] / max(1, sum(before[g]))
+        keep_nocall = len(nocall)
+        if share > 0 and calls and len(calls) / (len(calls) + len(nocall)) < share:
+            keep_nocall = int(len(calls) * (1 - share) / share)
+        rng.shuffle(nocall)
+        out += calls + nocall[:keep_nocall]
+        print("group demo=%s system=%s: calls %d/%d before the cut, %d/%d after it, %d no-call rows dropped to "
+              "rebalance" % (g[0], g[1], before[g][1], sum(before[g]), len(calls), len(calls) + len(nocall),
+                             len(nocall) - keep_nocall))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--needle", default="build/needle")
@@ -39,7 +88,13 @@ def main():
     ap.add_argument("--legacy-rows", type=int, default=0,
                     help="also this many tools/gen_data.py rows (5 tools, half the demo set): the older "
                          "templates, which hold the README example")
+    ap.add_argument("--max-tokens", type=int, default=0,
+                    help="drop training rows longer than this (the trainer's --max-len) and rebalance calls "
+                         "against no-calls per group (needs --spm)")
+    ap.add_argument("--spm", default=None, help="the tokenizer for --max-tokens (tests/golden/tok8k.model)")
     a = ap.parse_args()
+    if a.max_tokens and not a.spm:
+        ap.error("--max-tokens needs --spm")
     rng = random.Random(a.seed)
     os.makedirs(a.out, exist_ok=True)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +129,8 @@ def main():
                             "--test", "10", "--compact", "--max-tools", "5", "--demo-rate", "0.5",
                             "--max-chars", "1800", "--offtopic-rate", "0.2"], check=True, stdout=subprocess.DEVNULL)
             splits["train"] += [l for l in open(os.path.join(tmp, "legacy", "train.jsonl")) if l.strip()]
+    if a.max_tokens:
+        splits["train"] = fit_and_balance(splits["train"], token_counts(splits["train"], a.spm), a.max_tokens, rng)
     for name, rows in splits.items():
         rng.shuffle(rows)
         with open(os.path.join(a.out, name + ".jsonl"), "w") as f:
