@@ -21,6 +21,10 @@ DEFAULT_WEIGHTS = {"positive": 0.34, "parallel": 0.12, "missing": 0.11, "irrelev
                    "invalid": 0.09, "multi_turn": 0.09}
 NO_CALL = {"missing", "irrelevant", "negation", "invalid"}
 RESULT_OK = ["Done.", "All set.", "Done: {what}.", "Okay, {what}.", "That's taken care of.", "{what}: done."]
+OTHER_FACTS = [["locale: en-US", "locale: en-GB", "locale: de-DE", "locale: fr-FR", "locale: es-MX", "locale: ja-JP"],
+               ["device: phone", "device: smart speaker", "device: watch", "device: car", "device: tablet"],
+               ["battery: 82%", "battery: 15%", "battery: 47%"], ["network: wifi", "network: cellular", "network: offline"],
+               ["timezone: Europe/Berlin", "timezone: America/New_York", "timezone: Asia/Tokyo", "timezone: UTC"]]
 RESULT_ERR = ["device unreachable", "permission denied", "service unavailable", "not found", "timed out"]
 
 
@@ -127,10 +131,16 @@ class Generator:
         if needs_date and not has_date:
             return None
         row = {"query": query, "tools": self.tools_for_row(rng), "answers": answers}
-        facts = "date: %s" % today.isoformat() + (" (%s)" % WEEKDAYS[today.weekday()] if rng.random() < 0.4 else "")
+        facts = ["date: %s" % today.isoformat() + (" (%s)" % WEEKDAYS[today.weekday()] if rng.random() < 0.4 else "")] \
+            if has_date else []
+        # Other facts, drawn the same way for every category, so that a system text says nothing
+        # about whether to call (a model trained on date-only systems learned to refuse under one).
+        if rng.random() < 0.3:
+            extra_facts = [rng.choice(f) for f in rng.sample(OTHER_FACTS, rng.randint(1, 2))]
+            facts = facts + extra_facts if rng.random() < 0.7 else extra_facts + facts
         system = self.system or ""
-        if has_date:
-            system = (system + "\n" if system else "") + facts
+        if facts:
+            system = (system + "\n" if system else "") + "; ".join(facts)
         if system:
             row["system"] = system
         row["category"] = category

@@ -65,6 +65,18 @@ NEGATIONS = ["don't {vp}", "do not {vp}", "please don't {vp}", "never mind, don'
              "do NOT {vp}", "whatever you do, don't {vp}", "no, don't {vp}", "better not {vp}",
              "I didn't ask you to {vp}", "you shouldn't {vp}", "let's not {vp}", "skip it, don't {vp}",
              "don't you dare {vp}", "{vp}? no, don't do that"]
+# How people ask to send a message to someone ("text Mom that I'm late", "tell Ana the keys are under
+# the mat"): used for any tool whose request carries just a recipient and a message text.
+MESSAGE_FRAMES = ["text {to} that {m}", "text {to} {m}", "text {to}: {m}", "text {to} saying {m}",
+                  "message {to}: {m}", "message {to} saying {m}", "message {to} that {m}", "msg {to}: {m}",
+                  "msg {to} saying {m}", "txt {to} {m}", "tell {to} {m}", "tell {to} that {m}",
+                  "let {to} know {m}", "let {to} know that {m}", "write to {to}: {m}", "ping {to}: {m}",
+                  "send {to} a message saying {m}", "send {to} a text: {m}", "send {to} a text saying {m}",
+                  "drop {to} a line saying {m}", "text {to} '{m}'", "message {to} \"{m}\"",
+                  "send a text to {to} - {m}", "send a message to {to}: {m}", "get word to {to} that {m}"]
+# The same verbs without the text (a "missing" request when the text is required).
+MESSAGE_FRAMES_NO_TEXT = ["text {to}", "message {to}", "msg {to}", "send {to} a message", "send {to} a text",
+                          "send a text to {to}", "write to {to}", "drop {to} a line", "ping {to}"]
 CONNECTORS = [" and ", ", and ", ", then ", ". Also ", ". Then ", " and also ", "; ", ", plus ", " and after that ",
               ", and then ", ". And ", " & ", ", also "]
 
@@ -300,6 +312,9 @@ def command(ph, chosen, rng, question_ok=True):
             direct_skip = {direct[0].name}
         protected.append(direct[1].text)
     act = next(((p, s) for p, s in chosen if ph.action_enum is not None and p is ph.action_enum), None)
+    framed = message_frame(ph, chosen, rng)
+    if framed is not None:
+        return framed[0], framed[1], False
     if onoff_slot is not None:
         leads = ON_LEADS if onoff_slot.value else OFF_LEADS
         lead = rng.choice(leads)
@@ -378,6 +393,22 @@ def command(ph, chosen, rng, question_ok=True):
             body = first[0].upper() + first[1:] + ", " + body.replace(" " + first, "", 1)
             light = True
     return body, protected, light
+
+
+def message_frame(ph, chosen, rng):
+    """(text, protected) in a messaging verb's own frame, for a request that says only a recipient
+    and (maybe) a message text; None when the tool or the arguments do not fit or by chance."""
+    if not (ph.verb in ("send", "write") or re.search(r"message|\btext\b|sms|chat", ph.noun)):
+        return None
+    to = next(((p, s) for p, s in chosen if p.kind == "person" and not s.clause and
+               re.search(r"recipient|^to$|contact", spoken_name(p))), None)
+    msg = next(((p, s) for p, s in chosen if p.kind == "message" and not s.clause), None)
+    if to is None or len(chosen) != (2 if msg else 1) or rng.random() < 0.45:
+        return None
+    if msg is None:
+        return rng.choice(MESSAGE_FRAMES_NO_TEXT).format(to=to[1].text), [to[1].text]
+    m = msg[1].text
+    return rng.choice(MESSAGE_FRAMES).format(to=to[1].text, m=m), [to[1].text, m]
 
 
 LIGHT_PREFIXES = ["", "", "", "hey, ", "um, ", "ok, ", "hmm, ", "so ", "oh, ", "right, ", "quick question: "]
