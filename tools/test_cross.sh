@@ -5,7 +5,7 @@
 # Every test binary runs (the whole suite, as make test runs it natively).  The slowest ones under
 # emulation (SLOW_FIRST, measured under qemu-aarch64) start first, so two jobs finish together
 # instead of one long test running alone at the end.
-# ARM64_QUICK=1 (make test-arm64-quick, a developer shortcut; never CI) leaves out QUICK_SKIP and
+# ARM64_QUICK=1 (make test-arm64-quick; what CI runs until the whole suite fits its time) leaves out QUICK_SKIP and
 # says so: its summary line is not the suite's result.
 BUILD=$1
 shift
