@@ -15,6 +15,7 @@
 #include "core/formulas.h"
 #include "model/params.h"
 #include "train/adamw.h"
+#include "train/heads_train_v3.h"
 
 /* ------------------------------------------------------------------ parameters */
 
@@ -629,10 +630,13 @@ int nd_heads_train(const char *model_path, const char *tokenizer_path, const cha
         rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
         goto out;
     }
-    if ((rc = nd_head_params_alloc(&conf, 8, d, 1, err)) != 0) goto out;
-    if ((rc = nd_head_params_alloc(&con, 4, d, c->contrastive_dim, err)) != 0) goto out;
-    init_head(&conf, &m->net->weights.confidence, &rng);
-    init_head(&con, &m->net->weights.contrastive, &rng);
+    int v3 = nd_config_generation(c) == 3; /* Needle 3 heads: heads_train_v3.c */
+    if (!v3) {
+        if ((rc = nd_head_params_alloc(&conf, 8, d, 1, err)) != 0) goto out;
+        if ((rc = nd_head_params_alloc(&con, 4, d, c->contrastive_dim, err)) != 0) goto out;
+        init_head(&conf, &m->net->weights.confidence, &rng);
+        init_head(&con, &m->net->weights.contrastive, &rng);
+    }
 
     /* a fixed shuffle decides the held-out rows */
     for (int i = 0; i < n_rows; i++) order[i] = i;
@@ -664,14 +668,20 @@ int nd_heads_train(const char *model_path, const char *tokenizer_path, const cha
                     size_t floats = s->cells_len;
                     int whole = s->cells_len > 0 && s->cells_len % (size_t)d == 0 &&
                                 s->cells_len / (size_t)d == (size_t)s->turn_ids.len * (size_t)(c->num_layers + 1);
-                    if (succ && succ->type == ND_JSON_TRUE && calls && whole && !isnan(s->last_call_logp_mean)) {
+                    int answered = succ && succ->type == ND_JSON_TRUE && !isnan(s->last_call_logp_mean);
+                    /* Needle 3: a turn that ends without a valid call list (success false) is judged too, by
+                     * its envelope's empty call list: right only for a row whose answer is no call. Without
+                     * it a weak model gives the head no example at all, and the head should learn that such
+                     * turns are not to be trusted. */
+                    int judged = answered || (v3 && succ && calls && calls->type == ND_JSON_ARRAY);
+                    if (judged && calls && whole) {
                         ccells[i].x = malloc(sizeof(float) * floats);
                         if (ccells[i].x) {
                             memcpy(ccells[i].x, s->cells, sizeof(float) * floats);
                             ccells[i].n = (int)(floats / (size_t)d);
                             used += sizeof(float) * floats;
                             label[i] = nd_json_equal(calls, r->answers);
-                            geo[i] = exp(s->last_call_logp_mean);
+                            geo[i] = answered ? exp(s->last_call_logp_mean) : NAN; /* no call tokens */
                             if (held) conf_ho[ncho++] = i;
                             else conf_tr[nct++] = i;
                             rep->conf_correct += label[i];
@@ -721,6 +731,13 @@ int nd_heads_train(const char *model_path, const char *tokenizer_path, const cha
     rep->con_held = nkho;
     rep->con_tools = n_tools;
 
+    if (v3) {
+        nd_heads_data data = {.ccells = ccells, .label = label, .geo = geo, .conf_tr = conf_tr, .conf_ho = conf_ho,
+                              .nct = nct, .ncho = ncho, .qcells = qcells, .tcells = tcells, .tool_of = tool_of,
+                              .con_tr = con_tr, .con_ho = con_ho, .nkt = nkt, .nkho = nkho};
+        rc = nd_heads3_fit(&m->net->weights, &data, &o, &rng, model_path, out_path, rep, err);
+        goto out;
+    }
     /* confidence: before, train, after */
     if (nct > 0) {
         rep->conf_loss_before = nd_conf_loss(&conf, ccells, label, conf_tr, nct, NULL, NULL);
