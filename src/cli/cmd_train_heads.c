@@ -25,7 +25,9 @@ static void usage(FILE *to)
             "The body stays frozen.  The confidence head learns whether the agent's call list for each row is\n"
             "exactly right (logistic loss); the contrastive head learns to rank each query's tool first among\n"
             "the batch's tools (InfoNCE, learned temperature).  Prints the losses and the expected calibration\n"
-            "error (10 bins) on held-out rows before and after, then writes OUT with the new heads.\n");
+            "error (10 bins) on held-out rows before and after, then writes OUT with the new heads.\n"
+            "On a Needle 3 checkpoint: the embedding head instead, with a pairwise sigmoid loss (its learned\n"
+            "temperature and bias); the router head is copied unchanged (no training signal is defined).\n");
 }
 
 int cmd_train_heads(int argc, char **argv)

@@ -1,0 +1,78 @@
+"""The trainer's Needle 3 head backward (src/train/heads_train_v3.c, through
+tools/heads3_grad_dump) against jax.grad of the reference's own head modules
+(cactus-needle 3.2.8 ConfidenceHead and EmbeddingHead, float32, quant off;
+tests/python/n3_heads_oracle.py run in the venv that has the package, as an
+oracle only).  The scalar is sum(wy * head output) with random wy, over random
+cells and random parameters (gain and row bias away from their init so every
+path carries gradient).  Bars: the value within 1e-5 relative; each
+parameter's gradient within 1e-4 relative L2 of the reference's.
+
+Without the venv (/opt/venv-n3, NEEDLE3_VENV overrides) the test is SKIPPED."""
+import os
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("NEEDLE_BUILD", "build")
+DUMP = os.path.join(ROOT, BUILD, "tools", "heads3_grad_dump")
+VENV = os.environ.get("NEEDLE3_VENV", "/opt/venv-n3")
+PY = os.path.join(VENV, "bin", "python")
+ENV = {**os.environ, "NEEDLE_TELEMETRY": "0", "HF_HUB_OFFLINE": "1", "JAX_PLATFORMS": "cpu"}
+
+
+def _need_oracle():
+    if not os.path.exists(PY):
+        pytest.skip(f"SKIPPED: Needle 3 reference oracle not installed (no {PY})")
+    r = subprocess.run([PY, "-c", "import needle.model.architecture, jax, flax"], capture_output=True, text=True,
+                       env=ENV)
+    if r.returncode:
+        pytest.skip(f"SKIPPED: {PY} cannot import the reference: {r.stderr.strip()[-200:]}")
+    if not os.path.exists(DUMP):
+        pytest.skip("heads3_grad_dump not built (make test builds it)")
+
+
+@pytest.mark.parametrize("embedding", [0, 1])
+def test_head_gradients_match_reference(tmp_path, embedding):
+    _need_oracle()
+    rng = np.random.default_rng(7 + embedding)
+    T, R, k, q, d = 7, 4, 3, 2, 16
+    out = 8 if embedding else 1
+    f4 = lambda *s, std=1.0: (std * rng.normal(size=s)).astype(np.float32)
+    p = {"cells": f4(1, T, R, d), "probes": f4(R, k, d, std=0.5), "gain": (1 + f4(R, k, std=0.3)),
+         "query": f4(q, d, std=0.5), "row_bias": f4(q, R, k, std=0.5), "kernel": f4(q * d, out, std=0.3),
+         "bias": np.zeros(out, np.float32) if embedding else f4(out), "wy": f4(out)}
+    np.savez(tmp_path / "in.npz", embedding=np.int32(embedding), **p)
+    # ours: nd_head3 layout (W is the kernel transposed; the embedding head's two scalars at their init)
+    flat = np.concatenate([p["probes"].ravel(), p["gain"].ravel(), p["query"].ravel(), p["row_bias"].ravel(),
+                           p["kernel"].T.ravel(), p["bias"], np.array([np.log(10.0), -10.0], np.float32)])
+    with open(tmp_path / "in.bin", "wb") as f:
+        f.write(struct.pack("<7i", T, R, k, q, d, out, embedding))
+        f.write(p["cells"].astype("<f4").tobytes())
+        f.write(flat.astype("<f4").tobytes())
+        f.write(p["wy"].astype("<f4").tobytes())
+    r = subprocess.run([DUMP, str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ours = np.fromfile(tmp_path / "out.bin", dtype="<f4")
+    r = subprocess.run([PY, os.path.join(ROOT, "tests", "python", "n3_heads_oracle.py"), str(tmp_path / "in.npz"),
+                        str(tmp_path / "ref.npz")], capture_output=True, text=True, env=ENV, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = dict(np.load(tmp_path / "ref.npz"))
+    assert abs(ours[0] - ref["loss"]) <= 1e-5 * max(1.0, abs(float(ref["loss"]))), (ours[0], ref["loss"])
+    g = ours[1:]
+    sizes = [("probes", R * k * d), ("gain", R * k), ("query", q * d), ("row_bias", q * R * k),
+             ("kernel", out * q * d), ("bias", out)]
+    at = 0
+    for name, n in sizes:
+        mine = g[at:at + n]
+        at += n
+        if name == "kernel":
+            mine = mine.reshape(out, q * d).T
+        if name == "bias" and embedding:
+            continue  # the reference's embedding head has no proj bias (the trainer keeps ours at zero)
+        want = ref[name].reshape(mine.shape) if name != "kernel" else ref[name]
+        err = np.linalg.norm(mine.ravel() - want.ravel()) / max(np.linalg.norm(want.ravel()), 1e-30)
+        assert np.linalg.norm(want) > 0, name
+        assert err < 1e-4, f"{'embedding' if embedding else 'confidence'} {name}: relative L2 error {err:.3g}"
