@@ -57,7 +57,7 @@ static void check_all(nd_head3 *h, double (*loss)(nd_head3 *, float *), size_t n
         h->flat[i] = keep - step;
         double lm = loss(h, NULL);
         h->flat[i] = keep;
-        double num = (lp - lm) / (2 * step), diff = fabs(num - g[i]), tol = 1e-3 + 1e-2 * fabs(num);
+        double num = (lp - lm) / (2 * step), diff = fabs(num - g[i]), tol = 2e-4 + 3e-3 * fabs(num);
         nonzero += g[i] != 0.0f;
         if (diff > worst) worst = diff;
         if (diff > tol && bad++ < 5) fprintf(stderr, "  %s param %zu: analytic %.6g numeric %.6g\n", what, i, g[i], num);
