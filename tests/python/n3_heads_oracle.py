@@ -2,7 +2,7 @@
 an oracle only: ConfidenceHead / EmbeddingHead from needle.model.architecture,
 float32, quant off) for test_heads3_grad_jax.py.
 
-usage: n3_heads_oracle.py IN.npz OUT.npz
+usage: n3_heads_oracle.py IN.npz OUT.npz [IN.npz OUT.npz ...] (one process: jax starts once)
 IN: cells (1,T,R,d), probes (R,k,d), gain (R,k), query (q,d), row_bias (q,R,k),
 kernel (q*d,out), bias (out,), wy (out,), embedding (0/1).
 OUT: loss and the gradient of sum(wy * head output) for each parameter."""
@@ -14,8 +14,8 @@ import numpy as np
 from needle.model import architecture as A
 
 
-def main():
-    inp = dict(np.load(sys.argv[1]))
+def one(in_path, out_path):
+    inp = dict(np.load(in_path))
     cells = jnp.asarray(inp["cells"])
     T, R, d = cells.shape[1], cells.shape[2], cells.shape[3]
     k, q, out = inp["probes"].shape[1], inp["query"].shape[0], inp["kernel"].shape[1]
@@ -42,7 +42,13 @@ def main():
 
     p = {n: jnp.asarray(inp[n]) for n in names}
     val, g = jax.value_and_grad(loss)(p)
-    np.savez(sys.argv[2], loss=np.float32(val), **{n: np.asarray(g[n]) for n in names})
+    np.savez(out_path, loss=np.float32(val), **{n: np.asarray(g[n]) for n in names})
+
+
+def main():
+    args = sys.argv[1:]
+    for i in range(0, len(args) - 1, 2):
+        one(args[i], args[i + 1])
 
 
 if __name__ == "__main__":
