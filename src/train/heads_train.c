@@ -631,6 +631,7 @@ int nd_heads_train(const char *model_path, const char *tokenizer_path, const cha
     }
     if ((rc = nd_head_params_alloc(&conf, 8, d, 1, err)) != 0) goto out;
     if ((rc = nd_head_params_alloc(&con, 4, d, c->contrastive_dim, err)) != 0) goto out;
+    nd_weights_heads_ready(&m->net->weights); /* the model's own heads start the training */
     init_head(&conf, &m->net->weights.confidence, &rng);
     init_head(&con, &m->net->weights.contrastive, &rng);
 
