@@ -242,6 +242,7 @@ uint64_t nd_retrieval_model_fingerprint(const nd_model *net, const nd_tokenizer 
         h = hash_int(h, nd_tokenizer_type(tok, id));
     }
     const nd_head_weights *ch = &w->contrastive;
+    nd_weights_heads_ready(w); /* the head's values go into the key */
     h = hash_int(h, ch->present);
     if (ch->present) {
         h = hash_int(h, ch->num_probes);

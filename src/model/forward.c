@@ -158,10 +158,12 @@ static void block(nd_state *s, int l, int T)
         matmul_a8_point(s, 4, mats, s->h, T, d, outs, lds); /* A8: attn.in */
     }
     if (c->qkv_conv_taps > 0) qkv_conv(s, l, T);
+    /* the per-head norms of every token at once (rows of qk, contiguous), so
+     * a backend can split a chunk's rows over threads; then RoPE per token */
+    be->ops.rmsnorm(be, s->q, qk, T * H, L->q_norm, s->q);
+    be->ops.rmsnorm(be, s->k, qk, T * KVH, L->k_norm, s->k);
     for (int t = 0; t < T; t++) {
         float *q = s->q + (size_t)t * Q, *k = s->k + (size_t)t * KD;
-        be->ops.rmsnorm(be, q, qk, H, L->q_norm, q);
-        be->ops.rmsnorm(be, k, qk, KVH, L->k_norm, k);
         be->ops.rope(be, q, H, qk, s->rope_cs + (size_t)t * qk);
         be->ops.rope(be, k, KVH, qk, s->rope_cs + (size_t)t * qk);
     }
@@ -191,18 +193,27 @@ static void block(nd_state *s, int l, int T)
     }
     be->ops.attention(be, &a, s->work);
     /* the chunk's keys join this layer's cache (positions are published after all layers) */
-    for (int t = 0; t < T; t++) {
+    for (int t = 0, run = 1; t < T; t += run) {
         size_t slot = (size_t)(global ? nd_state_slot_of(s, s->pos + t) : (s->pos + t) % s->local_slots);
+        run = 1;
+        if (s->kv_bits == 8 && !s->kv_head_scale) {
+            /* tokens whose slots follow each other are quantised in one call (the
+             * same groups of ND_KV_GROUP values, so the same codes and scales) */
+            while (t + run < T &&
+                   (size_t)(global ? nd_state_slot_of(s, s->pos + t + run) : (s->pos + t + run) % s->local_slots) ==
+                       slot + (size_t)run)
+                run++;
+            be->ops.quantize_kv(be, s->k + (size_t)t * KD, run * KD, (int8_t *)a.k_cache8 + slot * KD,
+                                (float *)a.k_scale + slot * ksc);
+            be->ops.quantize_kv(be, s->v + (size_t)t * VD, run * VD, (int8_t *)a.v_cache8 + slot * VD,
+                                (float *)a.v_scale + slot * vsc);
+            continue;
+        }
         if (s->kv_head_scale) { /* the codes and scales the chunk's rows were made of */
             be->ops.copy(be, (int8_t *)a.k_cache8 + slot * KD, s->k_codes + (size_t)t * KD, (size_t)KD);
             be->ops.copy(be, (int8_t *)a.v_cache8 + slot * VD, s->v_codes + (size_t)t * VD, (size_t)VD);
             be->ops.copy(be, (float *)a.k_scale + slot * ksc, s->k_codes_scale + (size_t)t * KVH, sizeof(float) * ksc);
             be->ops.copy(be, (float *)a.v_scale + slot * vsc, s->v_codes_scale + (size_t)t * KVH, sizeof(float) * vsc);
-        } else if (s->kv_bits == 8) {
-            be->ops.quantize_kv(be, s->k + (size_t)t * KD, KD, (int8_t *)a.k_cache8 + slot * KD,
-                                (float *)a.k_scale + slot * ksc);
-            be->ops.quantize_kv(be, s->v + (size_t)t * VD, VD, (int8_t *)a.v_cache8 + slot * VD,
-                                (float *)a.v_scale + slot * vsc);
         } else {
             be->ops.copy(be, (float *)a.k_cache + slot * KD, s->k + (size_t)t * KD, sizeof(float) * (size_t)KD);
             be->ops.copy(be, (float *)a.v_cache + slot * VD, s->v + (size_t)t * VD, sizeof(float) * (size_t)VD);

@@ -12,6 +12,7 @@ int nd_head_pool(const nd_model *m, const nd_head_weights *h, const float *cells
 {
     if (!h->present) return nd_errorf(err, NEEDLE_EUNSUPPORTED, "heads: this model file has no such head");
     if (n_cells <= 0) return nd_errorf(err, NEEDLE_EINVAL, "heads: no cells to pool");
+    nd_weights_heads_ready(&m->weights);
     float *wts = malloc(sizeof(float) * (size_t)n_cells);
     if (!wts) return nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
     m->be->ops.head_pool(m->be, h->probes, h->num_probes, m->weights.cfg.d_model, cells, n_cells, pooled, wts);
@@ -59,6 +60,7 @@ static int head_apply(const nd_model *m, const nd_head_weights *h, const float *
 {
     int d = m->weights.cfg.d_model;
     if (!h->present) return nd_errorf(err, NEEDLE_EUNSUPPORTED, "heads: this model file has no such head");
+    nd_weights_heads_ready(&m->weights); /* a .cact's head floats are widened on first use */
     if (nd_config_generation(&m->weights.cfg) == 3) return head_apply_v3(m, h, cells, n_cells, out, err);
     size_t pd = (size_t)h->num_probes * d;
     if (h->proj.cols != (int)pd || h->proj.rows != h->out_dim)

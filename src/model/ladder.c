@@ -70,6 +70,7 @@ int nd_weights_ladder(const nd_backend *be, nd_weights *w, int N, float **owned,
         if (taken[l]) keep[k++] = l;
 
     /* heads: probes (dequantised), gain and row_bias restricted to the kept rows */
+    nd_weights_heads_ready(w);
     size_t floats = 0;
     for (int h = 0; h < nd_head_kinds(c); h++) {
         const nd_head_weights *hw = nd_param_base_c(w, &nd_params[ND_P_HEAD_GAIN], h);

@@ -162,7 +162,7 @@ int nd_model_open(const char *path, const nd_model_options *opt, nd_model **out,
 {
     nd_weights w;
     memset(&w, 0, sizeof w);
-    int rc = nd_weights_load(path, &w, err);
+    int rc = nd_weights_load_lazy_heads(path, &w, err); /* heads widened when first run */
     if (rc) return rc;
     rc = nd_model_create(&w, opt, out, err);
     if (rc) { nd_weights_free(&w); return rc; }

@@ -86,6 +86,10 @@ typedef struct nd_weights {
      * `layers` is its own malloc'd array. */
     nd_mapping map;
     void *owned;
+    /* .cact loaded for inference (nd_weights_load_lazy_heads): the heads' FP16/FP32
+     * tensors are widened on first use (nd_weights_heads_ready), into their own
+     * block, which the pointers above already point into; NULL when loaded eagerly */
+    struct nd_lazy_heads *lazy_heads;
 } nd_weights;
 
 /* Load from a full-precision checkpoint (.safetensors; F32/F16/BF16 tensors). */
@@ -94,6 +98,13 @@ int nd_weights_load_safetensors(const char *path, nd_weights *w, needle_error *e
 int nd_weights_load_cact(const char *path, nd_weights *w, needle_error *err);
 /* Either, chosen by the file's first bytes. */
 int nd_weights_load(const char *path, nd_weights *w, needle_error *err);
+/* The same, except that a .cact's head tensors (FP16/FP32: the contrastive
+ * projection alone is 1 MB of floats) are widened only when first needed:
+ * whatever reads a head's values calls nd_weights_heads_ready first.  Checked
+ * for NaN/Inf at load all the same.  Generation never pays for the heads. */
+int nd_weights_load_lazy_heads(const char *path, nd_weights *w, needle_error *err);
+/* Widen the heads now if they are still pending (thread-safe; a no-op otherwise). */
+void nd_weights_heads_ready(const nd_weights *w);
 void nd_weights_free(nd_weights *w);
 
 /* Dequantise rows [r0, r0+n) of a matrix into out (n*cols floats).  Works for

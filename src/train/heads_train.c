@@ -631,6 +631,7 @@ int nd_heads_train(const char *model_path, const char *tokenizer_path, const cha
         goto out;
     }
     int v3 = nd_config_generation(c) == 3; /* Needle 3 heads: heads_train_v3.c */
+    nd_weights_heads_ready(&m->net->weights); /* the model's own heads start the training */
     if (!v3) {
         if ((rc = nd_head_params_alloc(&conf, 8, d, 1, err)) != 0) goto out;
         if ((rc = nd_head_params_alloc(&con, 4, d, c->contrastive_dim, err)) != 0) goto out;

@@ -62,9 +62,46 @@ static void cpu_gather_rows(const nd_backend *be, const nd_matrix *w, const int 
     nd_cpu_gather_rows(w, rows, n, out);
 }
 
+/* Row-wise ops over a whole prefill chunk (the q/k norms of every token and
+ * head, the KV quantisation of a run of slots) are split over the pool by
+ * rows: each row's arithmetic is the same whatever task runs it, so results
+ * do not depend on the thread count.  Small calls (decode) run inline. */
+#define ROWS_MIN_VALUES 8192  /* below this a job costs more than it saves */
+#define ROWS_TASK_VALUES 4096 /* values per task */
+
+typedef struct rows_job {
+    const float *x;
+    int n, count, rows_per_task;
+    const float *scale;
+    float *out;    /* rmsnorm */
+    int8_t *q;     /* quantize_kv: codes, and one scale per ND_KV_GROUP values */
+    float *qscale;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const rows_job *j = ctx;
+    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->count ? r0 + j->rows_per_task : j->count;
+    for (int i = r0; i < r1; i++) {
+        size_t off = (size_t)i * (size_t)j->n;
+        if (j->out) nd_cpu_rmsnorm(j->x + off, j->n, j->scale, j->out + off);
+        else nd_cpu_quantize_kv(j->x + off, j->n, j->q + off, j->qscale + off / ND_KV_GROUP);
+    }
+}
+
+static int rows_split(const nd_backend *be, rows_job *j)
+{
+    if ((size_t)j->n * (size_t)j->count < ROWS_MIN_VALUES || nd_threadpool_threads(be->pool) < 2) return 0;
+    j->rows_per_task = ROWS_TASK_VALUES / j->n > 0 ? ROWS_TASK_VALUES / j->n : 1;
+    nd_threadpool_run(be->pool, (j->count + j->rows_per_task - 1) / j->rows_per_task, rows_task, j);
+    return 1;
+}
+
 static void cpu_rmsnorm(const nd_backend *be, const float *x, int n, int count, const float *scale, float *out)
 {
-    (void)be;
+    rows_job j = {.x = x, .n = n, .count = count, .scale = scale, .out = out};
+    if (rows_split(be, &j)) return;
     for (int i = 0; i < count; i++) nd_cpu_rmsnorm(x + (size_t)i * n, n, scale, out + (size_t)i * n);
 }
 
@@ -98,7 +135,11 @@ static void cpu_sinkhorn(const nd_backend *be, float *m, int n, int iters)
 
 static void cpu_quantize_kv(const nd_backend *be, const float *x, int n, int8_t *q, float *scale)
 {
-    (void)be;
+    /* split in rows of 256 values (whole groups) when a chunk's run of slots comes at once */
+    if (n % 256 == 0) {
+        rows_job j = {.x = x, .n = 256, .count = n / 256, .q = q, .qscale = scale};
+        if (rows_split(be, &j)) return;
+    }
     nd_cpu_quantize_kv(x, n, q, scale);
 }
 

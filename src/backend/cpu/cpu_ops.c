@@ -81,9 +81,15 @@ void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale)
     for (int g = 0; g < n / ND_KV_GROUP; g++) {
         const float *xg = x + g * ND_KV_GROUP;
         float mx = 0.0f;
-        for (int i = 0; i < ND_KV_GROUP; i++) mx = fmaxf(mx, fabsf(xg[i]));
+        /* a compare, not fmaxf, and rintf, not lrintf: the same values (mx
+         * starts at 0, so a NaN never wins either way; |x * inv| <= 127), but
+         * both inline instead of calling libm per element */
+        for (int i = 0; i < ND_KV_GROUP; i++) {
+            float a = fabsf(xg[i]);
+            mx = a > mx ? a : mx;
+        }
         float sc = mx / 127.0f, inv = mx > 0.0f ? 127.0f / mx : 0.0f;
         scale[g] = sc;
-        for (int i = 0; i < ND_KV_GROUP; i++) q[g * ND_KV_GROUP + i] = (int8_t)lrintf(xg[i] * inv);
+        for (int i = 0; i < ND_KV_GROUP; i++) q[g * ND_KV_GROUP + i] = (int8_t)(int)rintf(xg[i] * inv);
     }
 }

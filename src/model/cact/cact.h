@@ -147,6 +147,11 @@ struct nd_vocab;
  * w->map stays empty, nd_weights_free releases the rest). */
 int nd_weights_load_cact_buffer(const uint8_t *data, size_t size, const char *where, struct nd_weights *w,
                                 needle_error *err);
+/* nd_weights_load_cact, with the heads' float tensors widened lazily when
+ * lazy_heads is set (weights.h: nd_weights_load_lazy_heads). */
+int nd_weights_load_cact_opt(const char *path, int lazy_heads, struct nd_weights *w, needle_error *err);
+struct nd_lazy_heads;
+void nd_lazy_heads_free(struct nd_lazy_heads *lh);
 
 /* ---- writing ---- */
 

@@ -5,6 +5,8 @@
  * block, which also holds the codebooks the matrices point at (so moving the
  * nd_weights struct never leaves a matrix pointing into its old copy). */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,12 +53,75 @@ static nd_matrix matrix_rows(const nd_matrix *m, int r0, int n)
     return v;
 }
 
+/* Head tensors waiting to be widened (nd_weights_heads_ready): where each
+ * lies in the mapping and where its floats go in `block`. */
+typedef struct lazy_item {
+    const uint8_t *src;
+    int dtype;
+    uint64_t n;
+    float *dst;
+} lazy_item;
+
+struct nd_lazy_heads {
+    atomic_int done;
+    int n_items;
+    float *block; /* calloc'd: its pages cost nothing until widened into */
+    lazy_item items[];
+};
+
+static pthread_mutex_t lazy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void nd_lazy_heads_free(struct nd_lazy_heads *lh)
+{
+    if (!lh) return;
+    free(lh->block);
+    free(lh);
+}
+
+void nd_weights_heads_ready(const nd_weights *w)
+{
+    struct nd_lazy_heads *lh = w->lazy_heads;
+    if (!lh || atomic_load_explicit(&lh->done, memory_order_acquire)) return;
+    pthread_mutex_lock(&lazy_lock);
+    if (!atomic_load_explicit(&lh->done, memory_order_relaxed)) {
+        for (int i = 0; i < lh->n_items; i++) widen(lh->items[i].src, lh->items[i].dtype, lh->items[i].n, lh->items[i].dst);
+        atomic_store_explicit(&lh->done, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&lazy_lock);
+}
+
 typedef struct loader {
     nd_weights *w;
     const nd_cact_file *f;
     float *cursor;                  /* next free float in w->owned */
     const float *codebook_by_bits[6]; /* indexed by cq_bits */
+    struct nd_lazy_heads *lazy;     /* non-NULL: head floats go here, widened later */
+    float *head_cursor;             /* next free float in lazy->block */
 } loader;
+
+static int is_float_record(const nd_cact_record *r) { return r->dtype == ND_CACT_FP16 || r->dtype == ND_CACT_FP32; }
+
+static int is_lazy_slot(const loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
+{
+    return ld->lazy && s->param && s->param->scope == ND_SCOPE_HEAD && is_float_record(r);
+}
+
+/* Where slot s's floats go: widened now into owned, or later into the heads' block. */
+static float *float_dest(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
+{
+    float *dst;
+    if (is_lazy_slot(ld, s, r)) {
+        dst = ld->head_cursor;
+        ld->head_cursor += slot_elems(s);
+        ld->lazy->items[ld->lazy->n_items++] =
+            (lazy_item){.src = ld->f->data + r->offset, .dtype = (int)r->dtype, .n = slot_elems(s), .dst = dst};
+    } else {
+        dst = ld->cursor;
+        ld->cursor += slot_elems(s);
+        widen(ld->f->data + r->offset, r->dtype, slot_elems(s), dst);
+    }
+    return dst;
+}
 
 /* A matrix from a record: CQ stays mapped, floats are widened into owned. */
 static nd_matrix load_matrix(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
@@ -88,23 +153,42 @@ static nd_matrix load_matrix(loader *ld, const nd_cact_slot *s, const nd_cact_re
         m.codebook = ld->codebook_by_bits[m.cq_bits];
     } else {
         m.kind = ND_MAT_F32;
-        widen(p, r->dtype, slot_elems(s), ld->cursor);
-        m.f32 = ld->cursor;
-        ld->cursor += slot_elems(s);
+        m.f32 = float_dest(ld, s, r);
     }
     return m;
 }
 
 static const float *load_floats(loader *ld, const nd_cact_slot *s, const nd_cact_record *r)
 {
-    float *dst = ld->cursor;
-    widen(ld->f->data + r->offset, r->dtype, slot_elems(s), dst);
-    ld->cursor += slot_elems(s);
-    return dst;
+    return float_dest(ld, s, r);
 }
 
 /* NaN or Inf weights would only surface later as NaN logits (and invalid
- * JSON): refuse them at load, naming the tensor and the element. */
+ * JSON): refuse them at load, naming the tensor and the element.  Read from
+ * the record's own bits, so a tensor widened later is checked now too. */
+static int refuse_nonfinite_record(const uint8_t *p, int dtype, uint64_t n, const char *where, const nd_cact_slot *s,
+                                   needle_error *err)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        int bad, nan;
+        if (dtype == ND_CACT_FP16) {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            bad = (h & 0x7C00u) == 0x7C00u;
+            nan = (h & 0x03FFu) != 0;
+        } else {
+            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                         (uint32_t)p[4 * i + 3] << 24;
+            bad = (u & 0x7F800000u) == 0x7F800000u;
+            nan = (u & 0x007FFFFFu) != 0;
+        }
+        if (bad)
+            return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor \"%s\" holds %s at element %llu", where, s->name,
+                             nan ? "NaN" : "Inf", (unsigned long long)i);
+    }
+    return 0;
+}
+
+/* The same over widened floats (the binary CQ matrices widened at load). */
 static int refuse_nonfinite_floats(const float *v, uint64_t n, const char *where, const nd_cact_slot *s,
                                    needle_error *err)
 {
@@ -155,14 +239,16 @@ static int bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r,
     if (p->kind == ND_KIND_MATRIX) {
         m = load_matrix(ld, s, r);
         rc = m.kind == ND_MAT_CQ ? refuse_nonfinite_norms(&m, where, s, err)
-                                 : refuse_nonfinite_floats(m.f32, slot_elems(s), where, s, err);
+             : is_float_record(r) ? refuse_nonfinite_record(ld->f->data + r->offset, (int)r->dtype, slot_elems(s),
+                                                            where, s, err)
+                                  : refuse_nonfinite_floats(m.f32, slot_elems(s), where, s, err);
         if (!rc && p->scope == ND_SCOPE_HEAD && p->rows == ND_DIM_HQ) {
             nd_head_weights *h = slot_base(w, s, -1);
             h->num_queries = (int)s->shape[0];
         }
     } else {
         v = load_floats(ld, s, r);
-        rc = refuse_nonfinite_floats(v, slot_elems(s), where, s, err);
+        rc = refuse_nonfinite_record(ld->f->data + r->offset, (int)r->dtype, slot_elems(s), where, s, err);
     }
     if (rc) return rc;
     size_t per = (size_t)(slot_elems(s) / (uint64_t)n);
@@ -189,19 +275,25 @@ static int bind_slot(loader *ld, const nd_cact_slot *s, const nd_cact_record *r,
 }
 
 /* Build w from a parsed file; on success w->map is left for the caller to set. */
-static int load_parsed(const nd_cact_file *f, const char *where, nd_weights *w, needle_error *err)
+static int load_parsed(const nd_cact_file *f, const char *where, int lazy_heads, nd_weights *w, needle_error *err)
 {
     nd_cact_slot *slots = NULL;
     int rc = nd_cact_resolve(f, where, &w->cfg, &slots, err);
     if (rc) return rc;
 
     /* one block for every widened float, plus the codebooks */
-    uint64_t floats = OWNED_CODEBOOK_FLOATS;
-    for (uint32_t i = 0; i < f->hdr.num_tensors; i++)
-        if (f->records[i].dtype == ND_CACT_FP16 || f->records[i].dtype == ND_CACT_FP32 ||
-            (f->records[i].dtype == ND_CACT_CQ && f->records[i].bits == ND_CACT_BITS_BINARY))
+    uint64_t floats = OWNED_CODEBOOK_FLOATS, head_floats = 0;
+    int head_items = 0;
+    for (uint32_t i = 0; i < f->hdr.num_tensors; i++) {
+        const nd_cact_record *r = &f->records[i];
+        if (lazy_heads && slots[i].param && slots[i].param->scope == ND_SCOPE_HEAD && is_float_record(r)) {
+            head_floats += slot_elems(&slots[i]);
+            head_items++;
+        } else if (is_float_record(r) || (r->dtype == ND_CACT_CQ && r->bits == ND_CACT_BITS_BINARY)) {
             floats += slot_elems(&slots[i]);
-    if (floats > SIZE_MAX / sizeof(float)) {
+        }
+    }
+    if (floats > SIZE_MAX / sizeof(float) || head_floats > SIZE_MAX / sizeof(float)) {
         free(slots);
         return nd_errorf(err, NEEDLE_EFORMAT, "%s: float tensors too large for memory", where);
     }
@@ -217,6 +309,16 @@ static int load_parsed(const nd_cact_file *f, const char *where, nd_weights *w, 
     memcpy(w->ternary_codebook, ternary, sizeof w->ternary_codebook);
 
     loader ld = {.w = w, .f = f, .cursor = w->owned};
+    if (head_items > 0) {
+        w->lazy_heads = calloc(1, sizeof *w->lazy_heads + (size_t)head_items * sizeof(lazy_item));
+        if (w->lazy_heads) w->lazy_heads->block = calloc((size_t)head_floats, sizeof(float));
+        if (!w->lazy_heads || !w->lazy_heads->block) {
+            free(slots);
+            return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", where);
+        }
+        ld.lazy = w->lazy_heads;
+        ld.head_cursor = ld.lazy->block;
+    }
     float *cb = ld.cursor;
     memcpy(cb, f->codebooks, sizeof(float) * ND_CACT_CODEBOOK_LEN);
     memcpy(cb + ND_CACT_CODEBOOK_LEN, w->ternary_codebook, sizeof w->ternary_codebook);
@@ -245,18 +347,19 @@ static int load_parsed(const nd_cact_file *f, const char *where, nd_weights *w, 
 
 static void unload(nd_weights *w)
 {
+    nd_lazy_heads_free(w->lazy_heads);
     free(w->owned);
     free(w->layers);
     memset(w, 0, sizeof *w);
 }
 
-int nd_weights_load_cact(const char *path, nd_weights *w, needle_error *err)
+int nd_weights_load_cact_opt(const char *path, int lazy_heads, nd_weights *w, needle_error *err)
 {
     memset(w, 0, sizeof *w);
     nd_cact_file f;
     int rc = nd_cact_open(path, &f, err);
     if (rc) return rc;
-    rc = load_parsed(&f, path, w, err);
+    rc = load_parsed(&f, path, lazy_heads, w, err);
     if (rc) {
         unload(w);
         nd_cact_close(&f);
@@ -275,10 +378,15 @@ int nd_weights_load_cact_buffer(const uint8_t *data, size_t size, const char *wh
     nd_cact_file f;
     int rc = nd_cact_parse(data, size, where, &f, err);
     if (rc) return rc;
-    rc = load_parsed(&f, where, w, err);
+    rc = load_parsed(&f, where, 0, w, err);
     if (rc) unload(w);
     nd_cact_close(&f);
     return rc;
+}
+
+int nd_weights_load_cact(const char *path, nd_weights *w, needle_error *err)
+{
+    return nd_weights_load_cact_opt(path, 0, w, err);
 }
 
 void nd_matrix_dequant_rows(const nd_matrix *m, int r0, int n, float *out)
