@@ -78,7 +78,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < m.n_tensors; i++) {
         nd_tensor_info *t = &m.tensors[i];
         const nd_param_desc *p = t->param;
-        if (t->role < 0) continue; /* heads: not written by this helper */
+        if (t->role < 0) { /* heads: not written by this helper */
+            t->absent = 1;
+            continue;
+        }
         float *dst = m.params + t->offset;
         if (p->scope == ND_SCOPE_GLOBAL) {
             copy_instance(p, c, &w, dst);

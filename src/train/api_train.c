@@ -198,16 +198,17 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
         rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: layout %d is not a NEEDLE_LAYOUT_* value", p->layout);
         goto done;
     }
-    if ((rc = nd_dataset_load_jsonl_layout(p->data_path, tok, nd_chat_layout_resolve(p->layout, 2), o.max_len, log,
-                                           &ds, err)))
-        goto done;
+    m.source_path = p->checkpoint_path; /* a Needle 3 adapter names its base */
+    /* the layout the model's generation is run in (Needle 3: the reference's v3 training layout) */
+    int layout = nd_chat_layout_resolve(p->layout, nd_config_generation(&m.cfg));
+    if ((rc = nd_dataset_load_jsonl_layout(p->data_path, tok, layout, o.max_len, log, &ds, err))) goto done;
     have_data = 1;
     if (log)
         fprintf(log, "  %s: %d rows used of %d (%d malformed, %d longer than %d tokens)\n", p->data_path, ds.n,
                 ds.lines, ds.malformed, ds.too_long, o.max_len);
     if (p->val_path) {
         nd_dataset vs;
-        if ((rc = nd_dataset_load_jsonl(p->val_path, tok, o.max_len, log, &vs, err))) goto done;
+        if ((rc = nd_dataset_load_jsonl_layout(p->val_path, tok, layout, o.max_len, log, &vs, err))) goto done;
         if (log)
             fprintf(log, "  %s: %d validation rows used of %d (%d malformed, %d longer than %d tokens)\n", p->val_path,
                     vs.n, vs.lines, vs.malformed, vs.too_long, o.max_len);
@@ -322,6 +323,8 @@ int needle_build(const needle_build_options *p, needle_error *err)
             return rc;
         }
         if (log) fprintf(log, "  %-10s%s  into q,k,v,gate,out of %d layers\n", "merged", p->lora_path, w.cfg.num_layers);
+        /* as `needle build --lora`: a Needle 3 confidence head was not trained with the adapter */
+        if (nd_config_generation(&w.cfg) == 3) w.confidence.present = 0;
     }
     nd_vocab v;
     if (p->tokenizer_path) rc = load_vocab(p->tokenizer_path, &v, err);

@@ -34,13 +34,20 @@ static int meta_number(const nd_safetensors *st, const char *key, const char *pa
     return 0;
 }
 
-/* A (L, in, r) or B (L, r, out) factor of target t, checked and read as float. */
-static int read_factor(const nd_safetensors *st, const char *path, int t, const char *suffix, int64_t d0, int64_t d1,
-                       int64_t d2, float **out, needle_error *err)
+/* A (L, in, r) or B (L, r, out) factor of target t, checked and read as
+ * float: `<kernel>.lora_A` / `.lora_B` (Needle 2), or in the reference's
+ * Needle 3 layout `lora/<kernel path>/A` / `/B`. */
+static int read_factor(const nd_safetensors *st, const nd_config *c, const char *path, int t, int which_b,
+                       int64_t d0, int64_t d1, int64_t d2, float **out, needle_error *err)
 {
-    char name[192];
-    snprintf(name, sizeof name, "%s.%s", nd_train_lora_target_name(t), suffix);
+    char name[192], kernel[160];
+    snprintf(name, sizeof name, "%s.%s", nd_train_lora_target_name(t), which_b ? "lora_B" : "lora_A");
     const nd_st_tensor *ts = nd_st_find(st, name);
+    if (!ts && nd_config_generation(c) == 3) {
+        nd_train_lora_target_ckpt(c, t, kernel, sizeof kernel);
+        snprintf(name, sizeof name, "lora/%s/%s", kernel, which_b ? "B" : "A");
+        ts = nd_st_find(st, name);
+    }
     if (!ts) return nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, name);
     if (!nd_st_is_float(ts->dtype) || ts->ndim != 3 || ts->shape[0] != d0 || ts->shape[1] != d1 || ts->shape[2] != d2)
         return nd_errorf(err, NEEDLE_EFORMAT,
@@ -66,15 +73,20 @@ int nd_lora_merge(nd_weights *w, const char *adapter_path, const char *base_path
     nd_safetensors st;
     int rc = nd_st_open(adapter_path, &st, err);
     if (rc) return rc;
-    const char *fmt = nd_st_meta(&st, "format");
-    double rank_d = 0, alpha = 0;
+    const char *fmt = nd_st_meta(&st, "format"), *langs = nd_st_meta(&st, "languages");
+    double rank_d = 0, alpha = 0, scale_d = 0;
     if (fmt && strcmp(fmt, "needle-lora") != 0)
         rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: metadata format is \"%s\", not a needle-lora adapter", adapter_path,
                        fmt);
+    if (!rc && ((langs && strcmp(langs, "null") && *langs) || nd_st_find(&st, "rows")))
+        rc = nd_errorf(err, NEEDLE_EUNSUPPORTED, "%s: a Whistle (speech) adapter, not a Needle one", adapter_path);
     if (!rc) rc = meta_number(&st, "rank", adapter_path, &rank_d, err);
-    if (!rc) rc = meta_number(&st, "alpha", adapter_path, &alpha, err);
-    if (!rc && (rank_d != floor(rank_d) || rank_d > 4096))
-        rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: rank %g is not an integer in 1..4096", adapter_path, rank_d);
+    /* ours records alpha; the reference's adapters only the scale alpha / r */
+    if (!rc && nd_st_meta(&st, "alpha")) rc = meta_number(&st, "alpha", adapter_path, &alpha, err);
+    else if (!rc && nd_st_meta(&st, "scale")) {
+        rc = meta_number(&st, "scale", adapter_path, &scale_d, err);
+        alpha = scale_d * rank_d;
+    } else if (!rc) rc = meta_number(&st, "alpha", adapter_path, &alpha, err); /* names the missing key */
     const char *sum = nd_st_meta(&st, "base_checksum");
     if (!rc && sum && base_path) {
         uint64_t have = 0;
@@ -86,7 +98,8 @@ int nd_lora_merge(nd_weights *w, const char *adapter_path, const char *base_path
                            adapter_path, sum, base_path, have_s);
     }
     int L = w->cfg.num_layers, r = (int)rank_d;
-    float scale = (float)(alpha / rank_d);
+    /* the reference's own scale when it gave one (alpha / r as it computed it) */
+    float scale = scale_d > 0 ? (float)scale_d : (float)(alpha / rank_d);
     for (int t = 0; t < ND_LORA_TARGETS && !rc; t++)
         for (int l = 0; l < L && !rc; l++) {
             const nd_matrix *m = target_matrix(&w->layers[l], t);
@@ -98,11 +111,13 @@ int nd_lora_merge(nd_weights *w, const char *adapter_path, const char *base_path
     float *A[ND_LORA_TARGETS] = {0}, *B[ND_LORA_TARGETS] = {0};
     for (int t = 0; t < ND_LORA_TARGETS && !rc; t++) {
         const nd_matrix *m = target_matrix(&w->layers[0], t);
-        rc = read_factor(&st, adapter_path, t, "lora_A", L, m->cols, r, &A[t], err);
-        if (!rc) rc = read_factor(&st, adapter_path, t, "lora_B", L, r, m->rows, &B[t], err);
+        rc = read_factor(&st, &w->cfg, adapter_path, t, 0, L, m->cols, r, &A[t], err);
+        if (!rc) rc = read_factor(&st, &w->cfg, adapter_path, t, 1, L, r, m->rows, &B[t], err);
     }
-    float *bt = rc ? NULL : malloc(sizeof(float) * (size_t)r * (size_t)(w->cfg.d_model > w->cfg.attn_dim ?
-                                                                           w->cfg.d_model : w->cfg.attn_dim) * 2);
+    int widest = 1; /* B transposed, one target's out rows at a time */
+    for (int t = 0; t < ND_LORA_TARGETS; t++)
+        if (target_matrix(&w->layers[0], t)->rows > widest) widest = target_matrix(&w->layers[0], t)->rows;
+    float *bt = rc ? NULL : malloc(sizeof(float) * (size_t)r * (size_t)widest);
     if (!rc && !bt) rc = nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", adapter_path);
     for (int t = 0; t < ND_LORA_TARGETS && !rc; t++)
         for (int l = 0; l < L; l++) {

@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/file_kind.h"
 #include "io/safetensors.h"
+#include "model/init.h"
 #include "train/qat.h"
 
 int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, needle_error *err)
@@ -37,6 +40,11 @@ int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, nee
         nd_tensor_info *t = &m->tensors[i];
         const nd_st_tensor *s = nd_st_find(&st, t->name);
         if (!s) {
+            t->absent = 1;
+            if (t->param->ckpt_optional) { /* as the inference loader: its initialiser's values */
+                nd_param_init_fill_cfg(t->param, &m->cfg, t->name, m->params + t->offset, t->ndim, t->shape, 0);
+                continue;
+            }
             if (t->role >= 0) rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, t->name);
             continue; /* a head the checkpoint does not have stays zero */
         }
@@ -46,8 +54,13 @@ int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, nee
             for (int k = 0; same && k < t->ndim; k++) same = s->shape[k] == t->shape[k];
         }
         if (!same) {
-            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s has %zu elements (ndim %d), the config needs %zu",
-                           path, t->name, s->numel, s->ndim, t->count);
+            char want[96] = "", have[96] = "";
+            for (int k = 0; k < t->ndim; k++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "," : "", (long long)t->shape[k]);
+            for (int k = 0; k < s->ndim && k < 8; k++)
+                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", k ? "," : "", (long long)s->shape[k]);
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s has shape (%s), the config needs (%s)", path, t->name,
+                           have, want);
             break;
         }
         if (t->role < 0) { /* heads keep the file's own shape (log_temp may be () or (1,)) */
@@ -67,42 +80,74 @@ int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, nee
 
 int nd_train_save_full(const nd_train_model *m, const char *path, needle_error *err)
 {
+    int v3 = nd_config_generation(&m->cfg) == 3;
     nd_st_out_tensor *out = calloc((size_t)m->n_tensors, sizeof *out);
     if (!out) return nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+    size_t n = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const nd_tensor_info *t = &m->tensors[i];
-        out[i].name = t->name;
-        out[i].dtype = ND_ST_F32;
-        out[i].ndim = t->ndim;
-        for (int k = 0; k < t->ndim; k++) out[i].shape[k] = t->shape[k];
-        out[i].data = m->params + t->offset;
+        /* Needle 3 writes what the reference's checkpoints hold: not the
+         * constants it draws itself (hada_p1/p2, the router calibration),
+         * nor a head the base did not have */
+        if (v3 && (t->absent || t->param->ckpt_optional)) continue;
+        out[n].name = t->name;
+        out[n].dtype = ND_ST_F32;
+        out[n].ndim = t->ndim;
+        for (int k = 0; k < t->ndim; k++) out[n].shape[k] = t->shape[k];
+        out[n].data = m->params + t->offset;
+        n++;
     }
-    char *cfg = nd_config_to_json(&m->cfg);
-    const char *keys[2] = {"format", "config"};
-    const char *vals[2] = {"needle-checkpoint", cfg ? cfg : "{}"};
-    int rc = nd_st_write(path, out, (size_t)m->n_tensors, keys, vals, 2, err);
-    free(cfg);
+    int rc;
+    if (v3) { /* the reference's checkpoint metadata (its load_checkpoint wants format_version 2) */
+        char *ref = nd_config_to_reference_json(&m->cfg);
+        const char *keys[4] = {"format_version", "config", "step", "run"};
+        const char *vals[4] = {"2", ref ? ref : "{}", "", "{\"generator\": \"needle finetune --full\"}"};
+        rc = ref ? nd_st_write(path, out, n, keys, vals, 4, err) : nd_errorf(err, NEEDLE_ENOMEM, "%s: out of memory", path);
+        free(ref);
+    } else {
+        char *cfg = nd_config_to_json(&m->cfg);
+        const char *keys[2] = {"format", "config"};
+        const char *vals[2] = {"needle-checkpoint", cfg ? cfg : "{}"};
+        rc = nd_st_write(path, out, n, keys, vals, 2, err);
+        free(cfg);
+    }
     free(out);
     return rc;
 }
 
+/* The reference's adapter layout (Needle 3): `lora/<kernel path>/A` (L,in,r)
+ * and `/B` (L,r,out) with the paths `/`-joined, and its metadata as JSON
+ * values (scale, base, rank, seed, pieces, languages); our own keys (format,
+ * alpha, targets, config, base_checksum, qat_*) ride along, the reference
+ * ignores them. */
 int nd_train_save_lora(const nd_train_model *m, const char *path, needle_error *err)
 {
     if (!m->lora) return nd_errorf(err, NEEDLE_ESTATE, "%s: the model has no LoRA adapter to save", path);
+    int v3 = nd_config_generation(&m->cfg) == 3;
     nd_st_out_tensor out[2 * ND_LORA_TARGETS];
-    char names[2 * ND_LORA_TARGETS][160];
+    char names[2 * ND_LORA_TARGETS][192];
     int L = m->cfg.num_layers, r = m->lora_rank;
     for (int t = 0; t < ND_LORA_TARGETS; t++) {
         int in, o;
         nd_train_lora_dims(m, t, &in, &o);
-        snprintf(names[2 * t], sizeof names[0], "%s.lora_A", nd_train_lora_target_name(t));
-        snprintf(names[2 * t + 1], sizeof names[0], "%s.lora_B", nd_train_lora_target_name(t));
+        if (v3) {
+            char kernel[160];
+            nd_train_lora_target_ckpt(&m->cfg, t, kernel, sizeof kernel);
+            snprintf(names[2 * t], sizeof names[0], "lora/%s/A", kernel);
+            snprintf(names[2 * t + 1], sizeof names[0], "lora/%s/B", kernel);
+        } else {
+            snprintf(names[2 * t], sizeof names[0], "%s.lora_A", nd_train_lora_target_name(t));
+            snprintf(names[2 * t + 1], sizeof names[0], "%s.lora_B", nd_train_lora_target_name(t));
+        }
         out[2 * t] = (nd_st_out_tensor){names[2 * t], ND_ST_F32, 3, {L, in, r}, m->lora + m->lora_a_off[t]};
         out[2 * t + 1] = (nd_st_out_tensor){names[2 * t + 1], ND_ST_F32, 3, {L, r, o}, m->lora + m->lora_b_off[t]};
     }
-    char rank[32], alpha[64];
+    char rank[32], alpha[64], scale[64];
     snprintf(rank, sizeof rank, "%d", r);
     snprintf(alpha, sizeof alpha, "%.9g", (double)(m->lora_scale * (float)r));
+    /* a JSON float, as Python's json.dumps writes one (always with a '.' or an exponent) */
+    snprintf(scale, sizeof scale, "%.9g", (double)m->lora_scale);
+    if (!strpbrk(scale, ".eEn")) snprintf(scale + strlen(scale), sizeof scale - strlen(scale), ".0");
     char *cfg = nd_config_to_json(&m->cfg);
     char base_sum[32];
     snprintf(base_sum, sizeof base_sum, "%016" PRIx64, nd_train_base_checksum(m));
@@ -118,10 +163,17 @@ int nd_train_save_lora(const nd_train_model *m, const char *path, needle_error *
     char qat_bits[16], qat_map[256], seed[32];
     nd_qat_metadata(m, qat_bits, sizeof qat_bits, qat_map, sizeof qat_map);
     snprintf(seed, sizeof seed, "%" PRIu64, m->lora_seed);
-    const char *keys[9] = {"format", "rank", "alpha", "targets", "config", "base_checksum",
-                           "qat_bits", "qat_bits_map", "seed"};
-    const char *vals[9] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum, qat_bits, qat_map, seed};
-    int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, 9, err);
+    /* the base's path as a JSON string (null when unknown) */
+    nd_buf base;
+    nd_buf_init(&base);
+    if (m->source_path) nd_json_write_string(&base, m->source_path, strlen(m->source_path), 0);
+    else nd_buf_puts(&base, "null");
+    const char *keys[15] = {"format", "rank", "alpha", "targets", "config", "base_checksum", "qat_bits",
+                            "qat_bits_map", "seed", "scale", "base", "pieces", "languages"};
+    const char *vals[15] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum, qat_bits, qat_map, seed,
+                            scale, base.oom ? "null" : base.data, "null", "null"};
+    int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, v3 ? 13 : 9, err);
+    nd_buf_free(&base);
     free(cfg);
     return rc;
 }
@@ -141,7 +193,9 @@ uint64_t nd_train_base_checksum(const nd_train_model *m)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (int t = 0; t < ND_LORA_TARGETS; t++) {
-        int i = nd_train_find(m, nd_train_lora_target_name(t));
+        char name[160];
+        nd_train_lora_target_ckpt(&m->cfg, t, name, sizeof name);
+        int i = nd_train_find(m, name);
         if (i >= 0) h = fnv_floats(h, m->params + m->tensors[i].offset, m->tensors[i].count);
     }
     return h;
@@ -154,9 +208,15 @@ int nd_train_base_checksum_file(const char *path, uint64_t *out, needle_error *e
     if (rc) return rc;
     uint64_t h = 0xcbf29ce484222325ull;
     for (int t = 0; t < ND_LORA_TARGETS && !rc; t++) {
+        /* the Needle 2 name, or the Needle 3 one (the same path `/`-joined) */
+        char name3[160];
+        snprintf(name3, sizeof name3, "%s", nd_train_lora_target_name(t));
+        for (char *c = name3; *c; c++)
+            if (*c == '.') *c = '/';
         const nd_st_tensor *ts = nd_st_find(&st, nd_train_lora_target_name(t));
+        if (!ts) ts = nd_st_find(&st, name3);
         if (!ts) {
-            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, nd_train_lora_target_name(t));
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s is missing", path, name3);
             break;
         }
         float *buf = malloc(sizeof(float) * (ts->numel ? ts->numel : 1));

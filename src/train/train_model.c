@@ -129,7 +129,7 @@ int nd_train_plan(nd_train_model *m, int B, int T, needle_error *err)
 static void add_tensor(nd_train_model *m, const nd_param_desc *p, int instance)
 {
     nd_tensor_info *t = &m->tensors[m->n_tensors];
-    nd_param_ckpt_name(p, instance, t->name, sizeof t->name);
+    nd_param_ckpt_name_cfg(p, &m->cfg, instance, t->name, sizeof t->name);
     t->ndim = nd_param_ckpt_shape(p, &m->cfg, p->scope == ND_SCOPE_HEAD ? instance : -1, t->shape);
     size_t count = 1;
     for (int i = 0; i < t->ndim; i++) count *= (size_t)t->shape[i];
@@ -210,7 +210,7 @@ void nd_train_model_init_reference(nd_train_model *m, uint64_t seed)
 {
     for (int i = 0; i < m->n_tensors; i++) {
         nd_tensor_info *t = &m->tensors[i];
-        nd_param_init_fill(t->param, t->name, m->params + t->offset, t->ndim, t->shape, m->cfg.num_layers, seed);
+        nd_param_init_fill_cfg(t->param, &m->cfg, t->name, m->params + t->offset, t->ndim, t->shape, seed);
     }
 }
 
@@ -219,7 +219,7 @@ void nd_train_restore_constants(nd_train_model *m)
     for (int i = 0; i < m->n_tensors; i++) {
         nd_tensor_info *t = &m->tensors[i];
         if (t->param->init == ND_INIT_PERMUTATION)
-            nd_param_init_fill(t->param, t->name, m->params + t->offset, t->ndim, t->shape, m->cfg.num_layers, 0);
+            nd_param_init_fill_cfg(t->param, &m->cfg, t->name, m->params + t->offset, t->ndim, t->shape, 0);
     }
 }
 
@@ -236,6 +236,13 @@ const char *nd_train_lora_target_name(int t)
 {
     const nd_param_desc *p = t >= 0 && t < ND_LORA_TARGETS ? lora_param(t) : NULL;
     return p ? p->ckpt : "";
+}
+
+void nd_train_lora_target_ckpt(const nd_config *c, int t, char *out, size_t n)
+{
+    const nd_param_desc *p = t >= 0 && t < ND_LORA_TARGETS ? lora_param(t) : NULL;
+    if (p) nd_param_ckpt_name_cfg(p, c, 0, out, n);
+    else if (n) out[0] = '\0';
 }
 
 void nd_train_lora_dims(const nd_train_model *m, int t, int *in, int *out)

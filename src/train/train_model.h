@@ -36,6 +36,8 @@ typedef struct nd_tensor_info {
     int role;             /* ND_P_* the forward reads, or -1 for one it does not (the heads) */
     const nd_param_desc *param; /* its line of model/params.def */
     int instance;               /* site or head index (0 otherwise) */
+    int absent;                 /* not in the checkpoint it was loaded from (a head it lacks, or an optional
+                                 * tensor filled by its initialiser): a Needle 3 save leaves it out */
 } nd_tensor_info;
 
 typedef struct nd_train_act nd_train_act; /* the activation plan (train_model.c) */
@@ -62,12 +64,14 @@ typedef struct nd_train_model {
     uint64_t lora_seed;  /* the seed the adapter was initialised with (adapter metadata) */
     struct nd_qat *qat;  /* LoRA under deploy numerics (train/qat.h); NULL: full precision */
 
+    const char *source_path; /* borrowed: the checkpoint it came from (a Needle 3 adapter's "base"); may be NULL */
     nd_threadpool *pool; /* borrowed; NULL = serial */
     nd_train_act *act;
 } nd_train_model;
 
-/* Build the tensor table for cfg (checkpoint names and shapes; the heads are
- * included so a --full checkpoint round-trips) and allocate zeroed params. */
+/* Build the tensor table for cfg (checkpoint names and shapes of cfg's
+ * generation: Needle 3 names are the reference's `/`-joined paths; the heads
+ * are included so a --full checkpoint round-trips) and allocate zeroed params. */
 int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error *err);
 /* Reference initialisation (SPEC 3) with a deterministic seed. */
 void nd_train_model_init_reference(nd_train_model *m, uint64_t seed);
@@ -91,8 +95,11 @@ static inline float *nd_train_param(const nd_train_model *m, int role) { return 
 int nd_train_lora_create(nd_train_model *m, int rank, float alpha, uint64_t seed, needle_error *err);
 /* Full training: allocate gradients for every parameter. */
 int nd_train_enable_full(nd_train_model *m, needle_error *err);
-/* Name of LoRA target t ("stack.layers.block.self_attn.q_proj.kernel", ...) and its in/out widths. */
+/* Name of LoRA target t in the table ("stack.layers.block.self_attn.q_proj.kernel", ...: the Needle 2
+ * checkpoint name) and its in/out widths. */
 const char *nd_train_lora_target_name(int t);
+/* The target's name in a checkpoint of c's generation (Needle 3: "stack/layers/block/self_attn/q_proj/kernel"). */
+void nd_train_lora_target_ckpt(const nd_config *c, int t, char *out, size_t n);
 void nd_train_lora_dims(const nd_train_model *m, int t, int *in, int *out);
 
 /* Plan the activation slab for batches up to B x T (reallocates when larger). */

@@ -1,8 +1,9 @@
 """Run inside the venv that has cactus-needle 3.2.8 (used only as an oracle):
 make a random Needle 3 model on a tiny geometry with every v3 feature on,
-write it as a float32 .safetensors checkpoint (our trainer's tensor names:
-the reference's parameter paths joined with "."; plus hada_p1/p2, the
-permutations the reference model draws itself), and compute with jax.grad the
+write it as a float32 .safetensors checkpoint in the reference's layout (the
+parameter paths joined with "/"; without hada_p1/p2, the permutations the
+reference model draws itself and our trainer fills in as the inference loader
+does), and compute with jax.grad the
 gradient of the mean next-token cross-entropy of the reference model with
 respect to every parameter.  Writes OUT/model.safetensors and OUT/ref.npz
 (ids, targets, loss, one array per parameter "g:NAME").
@@ -67,10 +68,7 @@ def loss_fn(p):
 p = {k: jnp.asarray(v) for k, v in flat.items()}
 loss, grads = jax.jit(jax.value_and_grad(loss_fn))(p)
 
-tensors = {k.replace("/", "."): v for k, v in flat.items()}
-n = 1 << ((cfg.d_model - 1).bit_length())
-tensors["hada_p1"] = np.random.RandomState(11).permutation(n).astype(np.float32)
-tensors["hada_p2"] = np.random.RandomState(13).permutation(n).astype(np.float32)
+tensors = dict(flat)
 config = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
 header, blobs, off = {"__metadata__": {"config": json.dumps(config), "format_version": "2"}}, [], 0
 for name in sorted(tensors):
@@ -112,4 +110,4 @@ if len(sys.argv) > 2:
         for which in ("A", "B"):
             extra["qg:" + ".".join(path) + ":" + which] = np.asarray(g[which]).reshape(-1)
 np.savez(os.path.join(OUT, "ref.npz"), ids=ids, targets=np.where(keep, targets, -1), loss=float(loss),
-         **{"g:" + k.replace("/", "."): np.asarray(v) for k, v in grads.items()}, **extra)
+         **{"g:" + k: np.asarray(v) for k, v in grads.items()}, **extra)
