@@ -331,3 +331,27 @@ void nd_gemm_serial(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int
     for (int jp = 0; jp < g.n_panels; jp++) pack_b_task(&g, jp, 0);
     for (int t = 0; t < g.n_tasks; t++) compute_task(&g, t, 0);
 }
+
+void nd_gemm_serial_batch(float *C, int ldc, ptrdiff_t c_step, nd_gemm_operand A, ptrdiff_t a_step,
+                          nd_gemm_operand B, ptrdiff_t b_step, int M, int N, int K, int batch, int accumulate,
+                          float *scratch)
+{
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    if (K <= 0) { /* C = 0 (once, when the products share it) unless accumulating */
+        for (int n = 0; n < (c_step ? batch : 1); n++) trivial(C + n * c_step, ldc, M, N, K, accumulate);
+        return;
+    }
+    gemm_job g = job_for(C, ldc, A, B, M, N, K, accumulate, 1);
+    uintptr_t at = ((uintptr_t)scratch + ALIGN - 1) / ALIGN * ALIGN;
+    g.bpack = (float *)at;
+    g.apack = g.bpack + bpack_floats(N, K);
+    for (int n = 0; n < batch; n++) {
+        g.C = C + n * c_step;
+        g.A.p = A.p + n * a_step;
+        g.B.p = B.p + n * b_step;
+        g.accumulate = accumulate || (n > 0 && c_step == 0);
+        if (n == 0 || b_step != 0)
+            for (int jp = 0; jp < g.n_panels; jp++) pack_b_task(&g, jp, 0);
+        for (int t = 0; t < g.n_tasks; t++) compute_task(&g, t, 0);
+    }
+}
