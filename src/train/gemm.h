@@ -10,7 +10,10 @@
  *
  * Determinism: every C entry is the same sum - its old value (when
  * accumulating), then A[i,k]B[k,j] for k = 0..K-1 in order - whatever the
- * thread count, so training is bit-identical for any number of threads. */
+ * thread count, so training is bit-identical for any number of threads.
+ * (On AVX-512, narrow products - N <= 16, K >= 64, A row-major - sum in
+ * 16 k-lanes reduced at the end, then add C's old value: another fixed order,
+ * chosen by the shapes alone, so the same holds.) */
 #ifndef ND_TRAIN_GEMM_H
 #define ND_TRAIN_GEMM_H
 
