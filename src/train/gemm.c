@@ -295,10 +295,111 @@ static int trivial(float *C, int ldc, int M, int N, int K, int accumulate)
     return 1;
 }
 
+/* ---- narrow products (AVX-512 only) ---------------------------------------------
+ * The mHC lane projections (N = 4 and 16), the LoRA down-projections (N = 16)
+ * and the Monarch gate (N = 8) would fill a quarter or half of a 32-wide tile.
+ * With N <= NARROW_N, K >= NARROW_MIN_K and A row-major, vectors run along k
+ * instead: B is packed transposed (bt[j][k], N rounded up to 4 with zero rows)
+ * and a 4 x 4 tile of C keeps 16-lane partial sums, each reduced once at the
+ * end.  Still one fixed sum per entry (lanes, then the reduction, then C's old
+ * value when accumulating), whatever the thread count. */
+#if defined(__AVX512F__)
+#define NARROW_N 16
+#define NARROW_MIN_K 64
+#define NARROW_ROWS 64 /* rows of C per task */
+
+static int narrow_fits(nd_gemm_operand A, int N, int K) { return N <= NARROW_N && K >= NARROW_MIN_K && A.col == 1; }
+static int narrow_cols(int N) { return (N + 3) / 4 * 4; }
+
+static void narrow_pack(float *bt, nd_gemm_operand B, int N, int K)
+{
+    for (int j = 0; j < narrow_cols(N); j++)
+        for (int k = 0; k < K; k++) bt[(size_t)j * K + k] = j < N ? B.p[k * B.row + j * B.col] : 0.0f;
+}
+
+/* C rows [0, rows) x columns [0, cols) (both <= 4) from A rows (stride lda) and bt rows */
+static void narrow_tile(const float *a, ptrdiff_t lda, int rows, const float *bt, int K, float *c, ptrdiff_t ldc,
+                        int cols, int accumulate)
+{
+    const float *a0 = a, *a1 = rows > 1 ? a + lda : a, *a2 = rows > 2 ? a + 2 * lda : a, *a3 = rows > 3 ? a + 3 * lda : a;
+    const float *b0 = bt, *b1 = bt + K, *b2 = bt + 2 * (size_t)K, *b3 = bt + 3 * (size_t)K;
+#define NDECL(r) __m512 s##r##0 = _mm512_setzero_ps(), s##r##1 = _mm512_setzero_ps(), s##r##2 = _mm512_setzero_ps(), \
+                        s##r##3 = _mm512_setzero_ps()
+    NDECL(0); NDECL(1); NDECL(2); NDECL(3);
+#undef NDECL
+#define NROW(r, av) s##r##0 = _mm512_fmadd_ps(av, v0, s##r##0); s##r##1 = _mm512_fmadd_ps(av, v1, s##r##1); \
+                    s##r##2 = _mm512_fmadd_ps(av, v2, s##r##2); s##r##3 = _mm512_fmadd_ps(av, v3, s##r##3)
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 v0 = _mm512_loadu_ps(b0 + k), v1 = _mm512_loadu_ps(b1 + k), v2 = _mm512_loadu_ps(b2 + k),
+               v3 = _mm512_loadu_ps(b3 + k);
+        NROW(0, _mm512_loadu_ps(a0 + k)); NROW(1, _mm512_loadu_ps(a1 + k));
+        NROW(2, _mm512_loadu_ps(a2 + k)); NROW(3, _mm512_loadu_ps(a3 + k));
+    }
+    if (k < K) {
+        __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
+        __m512 v0 = _mm512_maskz_loadu_ps(m, b0 + k), v1 = _mm512_maskz_loadu_ps(m, b1 + k),
+               v2 = _mm512_maskz_loadu_ps(m, b2 + k), v3 = _mm512_maskz_loadu_ps(m, b3 + k);
+        NROW(0, _mm512_maskz_loadu_ps(m, a0 + k)); NROW(1, _mm512_maskz_loadu_ps(m, a1 + k));
+        NROW(2, _mm512_maskz_loadu_ps(m, a2 + k)); NROW(3, _mm512_maskz_loadu_ps(m, a3 + k));
+    }
+#undef NROW
+    float t[4][4];
+#define NSUM(r) t[r][0] = _mm512_reduce_add_ps(s##r##0); t[r][1] = _mm512_reduce_add_ps(s##r##1); \
+                t[r][2] = _mm512_reduce_add_ps(s##r##2); t[r][3] = _mm512_reduce_add_ps(s##r##3)
+    NSUM(0); NSUM(1); NSUM(2); NSUM(3);
+#undef NSUM
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) c[r * ldc + j] = accumulate ? c[r * ldc + j] + t[r][j] : t[r][j];
+}
+
+typedef struct {
+    float *C;
+    ptrdiff_t ldc;
+    nd_gemm_operand A;
+    const float *bt;
+    int M, N, K, accumulate;
+} narrow_job;
+
+static void narrow_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    narrow_job *g = ctx;
+    int i1 = (task + 1) * NARROW_ROWS < g->M ? (task + 1) * NARROW_ROWS : g->M;
+    for (int i = task * NARROW_ROWS; i < i1; i += 4)
+        for (int j = 0; j < g->N; j += 4)
+            narrow_tile(g->A.p + i * g->A.row, g->A.row, i1 - i < 4 ? i1 - i : 4, g->bt + (size_t)j * g->K, g->K,
+                        g->C + i * g->ldc + j, g->ldc, g->N - j < 4 ? g->N - j : 4, g->accumulate);
+}
+
+static size_t narrow_floats(int N, int K) { return (size_t)narrow_cols(N) * (size_t)K; }
+
+/* The product on the pool (pool may be NULL) with bt scratch of narrow_floats(N, K). */
+static void narrow_run(nd_threadpool *pool, float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N,
+                       int K, int accumulate, float *bt)
+{
+    narrow_pack(bt, B, N, K);
+    narrow_job g = {C, ldc, A, bt, M, N, K, accumulate};
+    int tasks = (M + NARROW_ROWS - 1) / NARROW_ROWS;
+    if (pool) nd_threadpool_run(pool, tasks, narrow_task, &g);
+    else
+        for (int t = 0; t < tasks; t++) narrow_task(&g, t, 0);
+}
+#endif
+
 int nd_gemm(nd_threadpool *pool, float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N, int K,
             int accumulate)
 {
     if (trivial(C, ldc, M, N, K, accumulate)) return 0;
+#if defined(__AVX512F__)
+    if (narrow_fits(A, N, K)) {
+        float *bt = malloc(sizeof(float) * narrow_floats(N, K));
+        if (!bt) return -1;
+        narrow_run(pool, C, ldc, A, B, M, N, K, accumulate, bt);
+        free(bt);
+        return 0;
+    }
+#endif
     int threads = pool ? nd_threadpool_threads(pool) : 1;
     gemm_job g = job_for(C, ldc, A, B, M, N, K, accumulate, threads);
     g.bpack = alloc_aligned(bpack_floats(N, K));
@@ -324,10 +425,40 @@ void nd_gemm_serial(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int
                     float *scratch)
 {
     if (trivial(C, ldc, M, N, K, accumulate)) return;
-    gemm_job g = job_for(C, ldc, A, B, M, N, K, accumulate, 1);
     uintptr_t at = ((uintptr_t)scratch + ALIGN - 1) / ALIGN * ALIGN;
+#if defined(__AVX512F__)
+    if (narrow_fits(A, N, K)) { /* narrow_floats(N, K) <= bpack_floats(N, K) */
+        narrow_run(NULL, C, ldc, A, B, M, N, K, accumulate, (float *)at);
+        return;
+    }
+#endif
+    gemm_job g = job_for(C, ldc, A, B, M, N, K, accumulate, 1);
     g.bpack = (float *)at;
     g.apack = g.bpack + bpack_floats(N, K); /* a multiple of NR floats: still aligned */
     for (int jp = 0; jp < g.n_panels; jp++) pack_b_task(&g, jp, 0);
     for (int t = 0; t < g.n_tasks; t++) compute_task(&g, t, 0);
+}
+
+void nd_gemm_serial_batch(float *C, int ldc, ptrdiff_t c_step, nd_gemm_operand A, ptrdiff_t a_step,
+                          nd_gemm_operand B, ptrdiff_t b_step, int M, int N, int K, int batch, int accumulate,
+                          float *scratch)
+{
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    if (K <= 0) { /* C = 0 (once, when the products share it) unless accumulating */
+        for (int n = 0; n < (c_step ? batch : 1); n++) trivial(C + n * c_step, ldc, M, N, K, accumulate);
+        return;
+    }
+    gemm_job g = job_for(C, ldc, A, B, M, N, K, accumulate, 1);
+    uintptr_t at = ((uintptr_t)scratch + ALIGN - 1) / ALIGN * ALIGN;
+    g.bpack = (float *)at;
+    g.apack = g.bpack + bpack_floats(N, K);
+    for (int n = 0; n < batch; n++) {
+        g.C = C + n * c_step;
+        g.A.p = A.p + n * a_step;
+        g.B.p = B.p + n * b_step;
+        g.accumulate = accumulate || (n > 0 && c_step == 0);
+        if (n == 0 || b_step != 0)
+            for (int jp = 0; jp < g.n_panels; jp++) pack_b_task(&g, jp, 0);
+        for (int t = 0; t < g.n_tasks; t++) compute_task(&g, t, 0);
+    }
 }

@@ -10,7 +10,10 @@
  *
  * Determinism: every C entry is the same sum - its old value (when
  * accumulating), then A[i,k]B[k,j] for k = 0..K-1 in order - whatever the
- * thread count, so training is bit-identical for any number of threads. */
+ * thread count, so training is bit-identical for any number of threads.
+ * (On AVX-512, narrow products - N <= 16, K >= 64, A row-major - sum in
+ * 16 k-lanes reduced at the end, then add C's old value: another fixed order,
+ * chosen by the shapes alone, so the same holds.) */
 #ifndef ND_TRAIN_GEMM_H
 #define ND_TRAIN_GEMM_H
 
@@ -43,6 +46,16 @@ int nd_gemm(nd_threadpool *pool, float *C, int ldc, nd_gemm_operand A, nd_gemm_o
 size_t nd_gemm_scratch_floats(int N, int K);
 void nd_gemm_serial(float *C, int ldc, nd_gemm_operand A, nd_gemm_operand B, int M, int N, int K, int accumulate,
                     float *scratch);
+
+/* `batch` products on the calling thread, same scratch: product n is
+ *   (C + n*c_step) (+)= (A + n*a_step) (B + n*b_step)
+ * with the operands' strides as above (e.g. many small matrices side by side,
+ * each read transposed in place).  b_step = 0: B is packed once for all of
+ * them.  c_step = 0: every product adds into the one C in order n = 0, 1, ...
+ * (the first as `accumulate` says), a sum over the batch. */
+void nd_gemm_serial_batch(float *C, int ldc, ptrdiff_t c_step, nd_gemm_operand A, ptrdiff_t a_step,
+                          nd_gemm_operand B, ptrdiff_t b_step, int M, int N, int K, int batch, int accumulate,
+                          float *scratch);
 
 /* What the build compiled, for benchmarks: "avx512", "avx2" or "portable". */
 const char *nd_gemm_kernel_name(void);

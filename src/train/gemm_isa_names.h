@@ -19,6 +19,7 @@
 #define nd_gemm ND_GEMM_CAT(nd_gemm_, ND_GEMM_ISA)
 #define nd_gemm_scratch_floats ND_GEMM_CAT(nd_gemm_scratch_floats_, ND_GEMM_ISA)
 #define nd_gemm_serial ND_GEMM_CAT(nd_gemm_serial_, ND_GEMM_ISA)
+#define nd_gemm_serial_batch ND_GEMM_CAT(nd_gemm_serial_batch_, ND_GEMM_ISA)
 #define nd_gemm_kernel_name ND_GEMM_CAT(nd_gemm_kernel_name_, ND_GEMM_ISA)
 
 #endif
