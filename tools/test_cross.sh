@@ -19,7 +19,7 @@
 # SLOW_FIRST at its place by CPU seconds.
 BUILD=$1
 shift
-SLOW_FIRST="test_train_resume test_finetune_workflow test_heads_train test_tool_index test_api test_retrieval test_agent"
+SLOW_FIRST="test_train_resume test_train_v3 test_finetune_workflow test_api test_tool_index test_retrieval test_agent test_heads_train test_gemm test_parity"
 QUICK_SKIP="test_train_resume test_train test_api_train test_heads_train test_train_grad test_finetune_workflow test_retrieval test_tool_index"
 jobs=${NEEDLE_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 logs=$(mktemp -d /tmp/needle-cross.XXXXXX)
