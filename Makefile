@@ -139,8 +139,9 @@ install: $(BUILD)/needle $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 # extension), two tests at a time where there are two CPUs (tools/test_cross.sh); then the
 # integer-kernel test, the A8 golden test and `needle info` once more on a CPU without it
 # (ARM64_NODOT_CPU), so both NEON integer kernels are chosen and checked.
-# make test-arm64-quick leaves out the slowest tests (training, retrieval; test_train_resume and
-# test_finetune_workflow each take over 11 CPU-minutes under qemu): what CI runs until those fit.
+# CI runs make test-arm64 (about 15 minutes on 2 cores at most: keep new tests cheap, see
+# tools/test_cross.sh).  make test-arm64-quick, for development, leaves out the slowest tests
+# (training, retrieval) and says its result is partial.
 ARM64_CC   ?= aarch64-linux-gnu-gcc
 ARM64_QEMU ?= qemu-aarch64
 ARM64_NODOT_CPU ?= cortex-a72
