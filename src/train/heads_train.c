@@ -14,7 +14,7 @@
 #include "io/safetensors.h"
 #include "core/formulas.h"
 #include "model/params.h"
-#include "train/adamw.h"
+#include "train/heads_fit.h"
 #include "train/heads_train_v3.h"
 
 /* ------------------------------------------------------------------ parameters */
@@ -543,44 +543,43 @@ out:
 
 static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
-/* Train one head with Adam over minibatches of idx; returns nothing, the
- * caller measures.  kind 0 confidence, 1 contrastive. */
+/* One Needle 2 head's batch loss for nd_head_fit_adam; kind 0 confidence, 1 contrastive. */
+typedef struct head_batch {
+    nd_head_params *h;
+    int kind;
+    const nd_cells *a, *b;
+    const int *lab;
+} head_batch;
+
+static double head_batch_loss(void *ctx, const int *rows, int m, float *g)
+{
+    head_batch *hb = ctx;
+    nd_head_params *h = hb->h;
+    if (hb->kind == 1) return nd_contrastive_loss(h, hb->a, hb->b, hb->lab, rows, m, g, NULL);
+    double loss = nd_conf_loss(h, hb->a, hb->lab, rows, m, g, NULL);
+    g[h->n - 1] = 0.0f; /* the confidence head has no temperature */
+    return loss;
+}
+
+static void clamp_temperature(void *ctx)
+{
+    nd_head_params *h = ((head_batch *)ctx)->h;
+    if (*h->log_temp > 4.6052f) *h->log_temp = 4.6052f; /* temperature <= 100, as CLIP clamps */
+}
+
+/* Train one head over idx; the caller measures. */
 static int train_head(nd_head_params *h, int kind, const nd_cells *a, const nd_cells *b, const int *lab, const int *idx,
                       int n, const nd_heads_train_options *o, nd_rng *rng, FILE *log, needle_error *err)
 {
-    /* the one AdamW (train/adamw.c) as plain Adam: no weight decay, no clipping */
-    nd_adamw ad;
-    int rc = nd_adamw_init(&ad, h->n, err);
-    if (rc) return rc;
-    ad.weight_decay = 0.0;
-    ad.clip_norm = 0.0;
-    float *g = malloc(sizeof(float) * h->n);
-    int *perm = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    if (!g || !perm) rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
-    for (int ep = 0; !rc && ep < o->epochs; ep++) {
-        memcpy(perm, idx, sizeof(int) * (size_t)n);
-        nd_rng_shuffle_int(rng, perm, (size_t)n);
-        double sum = 0.0;
-        int batches = 0;
-        for (int s = 0; s < n; s += o->batch) {
-            int m = n - s < o->batch ? n - s : o->batch;
-            if (kind == 1 && m < 2) continue; /* one pair has no negative */
-            memset(g, 0, sizeof(float) * h->n);
-            sum += kind == 0 ? nd_conf_loss(h, a, lab, perm + s, m, g, NULL)
-                             : nd_contrastive_loss(h, a, b, lab, perm + s, m, g, NULL);
-            if (kind == 0) g[h->n - 1] = 0.0f; /* the confidence head has no temperature */
-            nd_adamw_step(&ad, h->flat, g, o->lr);
-            if (*h->log_temp > 4.6052f) *h->log_temp = 4.6052f; /* temperature <= 100, as CLIP clamps */
-            batches++;
-        }
-        if (log && (ep == 0 || ep + 1 == o->epochs || (ep + 1) % 10 == 0))
-            fprintf(log, "  %s epoch %d: mean batch loss %.4f\n", kind ? "contrastive" : "confidence", ep + 1,
-                    batches ? sum / batches : 0.0);
-    }
-    nd_adamw_free(&ad);
-    free(g);
-    free(perm);
-    return rc;
+    head_batch hb = {.h = h, .kind = kind, .a = a, .b = b, .lab = lab};
+    nd_head_fit f = {.flat = h->flat,
+                     .n = h->n,
+                     .min_batch = kind == 1 ? 2 : 1,
+                     .name = kind ? "contrastive" : "confidence",
+                     .batch_loss = head_batch_loss,
+                     .after_step = clamp_temperature,
+                     .ctx = &hb};
+    return nd_head_fit_adam(&f, idx, n, o, rng, log, err);
 }
 
 int nd_heads_train(const char *model_path, const char *tokenizer_path, const char *data_path, const char *out_path,

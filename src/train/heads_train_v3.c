@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/params.h"
-#include "train/adamw.h"
+#include "train/heads_fit.h"
 
 /* ------------------------------------------------------------------ parameters */
 
@@ -405,43 +405,37 @@ out:
 
 /* ------------------------------------------------------------------ the fit */
 
-/* Adam over minibatches of idx; kind 0 confidence, 1 embedding. */
+/* One Needle 3 head's batch loss for nd_head_fit_adam; kind 0 confidence, 1 embedding. */
+typedef struct head3_batch {
+    nd_head3 *h;
+    int kind;
+    const nd_cells *a, *b;
+    const int *lab;
+} head3_batch;
+
+static double head3_batch_loss(void *ctx, const int *rows, int m, float *g)
+{
+    head3_batch *hb = ctx;
+    nd_head3 *h = hb->h;
+    double loss = hb->kind == 0 ? nd_conf3_loss(h, hb->a, hb->lab, rows, m, g, NULL)
+                                : nd_embed3_loss(h, hb->a, hb->b, hb->lab, rows, m, g, NULL);
+    /* what the exporter writes as zeros / what the confidence loss does not read stays put */
+    if (hb->kind == 1) memset(g + (h->bias - h->flat), 0, sizeof(float) * (size_t)h->out);
+    else g[h->n - 2] = g[h->n - 1] = 0.0f;
+    return loss;
+}
+
 static int train3(nd_head3 *h, int kind, const nd_cells *a, const nd_cells *b, const int *lab, const int *idx, int n,
                   const nd_heads_train_options *o, nd_rng *rng, needle_error *err)
 {
-    nd_adamw ad;
-    int rc = nd_adamw_init(&ad, h->n, err);
-    if (rc) return rc;
-    ad.weight_decay = 0.0;
-    ad.clip_norm = 0.0;
-    float *g = malloc(sizeof(float) * h->n);
-    int *perm = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    if (!g || !perm) rc = nd_errorf(err, NEEDLE_ENOMEM, "heads: out of memory");
-    for (int ep = 0; !rc && ep < o->epochs; ep++) {
-        memcpy(perm, idx, sizeof(int) * (size_t)n);
-        nd_rng_shuffle_int(rng, perm, (size_t)n);
-        double sum = 0.0;
-        int batches = 0;
-        for (int s = 0; s < n; s += o->batch) {
-            int m = n - s < o->batch ? n - s : o->batch;
-            if (kind == 1 && m < 2) continue; /* one pair has no negative */
-            memset(g, 0, sizeof(float) * h->n);
-            sum += kind == 0 ? nd_conf3_loss(h, a, lab, perm + s, m, g, NULL)
-                             : nd_embed3_loss(h, a, b, lab, perm + s, m, g, NULL);
-            /* what the exporter writes as zeros / what the confidence loss does not read stays put */
-            if (kind == 1) memset(g + (h->bias - h->flat), 0, sizeof(float) * (size_t)h->out);
-            else g[h->n - 2] = g[h->n - 1] = 0.0f;
-            nd_adamw_step(&ad, h->flat, g, o->lr);
-            batches++;
-        }
-        if (o->log && (ep == 0 || ep + 1 == o->epochs || (ep + 1) % 10 == 0))
-            fprintf(o->log, "  %s epoch %d: mean batch loss %.4f\n", kind ? "embedding" : "confidence", ep + 1,
-                    batches ? sum / batches : 0.0);
-    }
-    nd_adamw_free(&ad);
-    free(g);
-    free(perm);
-    return rc;
+    head3_batch hb = {.h = h, .kind = kind, .a = a, .b = b, .lab = lab};
+    nd_head_fit f = {.flat = h->flat,
+                     .n = h->n,
+                     .min_batch = kind == 1 ? 2 : 1,
+                     .name = kind ? "embedding" : "confidence",
+                     .batch_loss = head3_batch_loss,
+                     .ctx = &hb};
+    return nd_head_fit_adam(&f, idx, n, o, rng, o->log, err);
 }
 
 int nd_heads3_fit(const nd_weights *w, const nd_heads_data *D, const nd_heads_train_options *o, nd_rng *rng,
