@@ -23,30 +23,19 @@ Without the venv (python3 -m venv /opt/venv-n3 && /opt/venv-n3/bin/pip install
 cactus-needle==3.2.8 jax flax sentencepiece safetensors; .ci/run does this)
 the tests are SKIPPED, reported as skipped."""
 import json
-import os
 import subprocess
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, os.environ.get("NEEDLE_BUILD", "build"))
-NEEDLE = os.path.join(BUILD, "needle")
-DIFF = os.path.join(BUILD, "tools", "cact_diff")
-VENV = os.environ.get("NEEDLE3_VENV", "/opt/venv-n3")
-PY = os.path.join(VENV, "bin", "python")
-ORACLE = os.path.join(ROOT, "tests", "python", "n3_ckpt_oracle.py")
-TOK = os.path.join(ROOT, "tests", "golden", "tok8k.model")
-TINY = os.path.join(ROOT, "tests", "golden", "needle3", "n3_tiny.safetensors")
-ENV = {**os.environ, "NEEDLE_TELEMETRY": "0", "HF_HUB_OFFLINE": "1", "JAX_PLATFORMS": "cpu"}
+from n3_reference import ENV, NEEDLE, PY, TINY, TOK, build_tool, oracle_script, reference_missing
+
+DIFF = build_tool("cact_diff")
+ORACLE = oracle_script("n3_ckpt_oracle.py")
 
 
 def _reference_available():
-    if not os.path.exists(PY):
-        return f"no {PY}"
-    r = subprocess.run([PY, "-c", "import needle.model.export, jax, flax, sentencepiece, safetensors"],
-                       capture_output=True, text=True, env=ENV)
-    return None if r.returncode == 0 else f"{PY} cannot import the reference: {r.stderr.strip()[-200:]}"
+    return reference_missing("needle.model.export, jax, flax, sentencepiece, safetensors")
 
 
 def _oracle(*args):

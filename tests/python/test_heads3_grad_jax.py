@@ -15,12 +15,9 @@ import subprocess
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("NEEDLE_BUILD", "build")
-DUMP = os.path.join(ROOT, BUILD, "tools", "heads3_grad_dump")
-VENV = os.environ.get("NEEDLE3_VENV", "/opt/venv-n3")
-PY = os.path.join(VENV, "bin", "python")
-ENV = {**os.environ, "NEEDLE_TELEMETRY": "0", "HF_HUB_OFFLINE": "1", "JAX_PLATFORMS": "cpu"}
+from n3_reference import ENV, PY, ROOT, build_tool
+
+DUMP = build_tool("heads3_grad_dump")
 
 
 def _need_oracle():

@@ -20,18 +20,11 @@ import subprocess
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NEEDLE = os.path.join(ROOT, os.environ.get("NEEDLE_BUILD", "build"), "needle")
-VENV = os.environ.get("NEEDLE3_VENV", "/opt/venv-n3")
-PY = os.path.join(VENV, "bin", "python")
+from n3_reference import ENV, NEEDLE, PY, ROOT, VENV, reference_missing
 
 
 def _reference_available():
-    if not os.path.exists(PY):
-        return f"no {PY}"
-    r = subprocess.run([PY, "-c", "import needle.model.export, jax, flax, sentencepiece"], capture_output=True,
-                       text=True, env={**os.environ, "NEEDLE_TELEMETRY": "0", "HF_HUB_OFFLINE": "1"})
-    return None if r.returncode == 0 else f"{PY} cannot import the reference: {r.stderr.strip()[-200:]}"
+    return reference_missing("needle.model.export, jax, flax, sentencepiece")
 
 
 def _oracle(tmp_path_factory, bits):
@@ -40,10 +33,9 @@ def _oracle(tmp_path_factory, bits):
         pytest.skip(f"SKIPPED: Needle 3 reference oracle not installed ({why}); "
                     f"install: python3 -m venv {VENV} && {VENV}/bin/pip install cactus-needle==3.2.8 jax flax sentencepiece")
     out = tmp_path_factory.mktemp(f"n3_oracle_w{bits}")
-    env = {**os.environ, "NEEDLE_TELEMETRY": "0", "HF_HUB_OFFLINE": "1", "JAX_PLATFORMS": "cpu"}
     r = subprocess.run([PY, os.path.join(ROOT, "tests", "python", "n3_oracle.py"),
                         os.path.join(ROOT, "tests", "golden", "tok8k.model"), str(out), str(bits)],
-                       capture_output=True, text=True, env=env, timeout=1800)
+                       capture_output=True, text=True, env=ENV, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     return str(out / "model.cact"), json.load(open(out / "ref.json"))
 
