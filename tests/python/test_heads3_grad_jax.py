@@ -15,18 +15,15 @@ import subprocess
 import numpy as np
 import pytest
 
-from n3_reference import ENV, PY, ROOT, build_tool
+from n3_reference import ENV, PY, ROOT, build_tool, reference_missing
 
 DUMP = build_tool("heads3_grad_dump")
 
 
 def _need_oracle():
-    if not os.path.exists(PY):
-        pytest.skip(f"SKIPPED: Needle 3 reference oracle not installed (no {PY})")
-    r = subprocess.run([PY, "-c", "import needle.model.architecture, jax, flax"], capture_output=True, text=True,
-                       env=ENV)
-    if r.returncode:
-        pytest.skip(f"SKIPPED: {PY} cannot import the reference: {r.stderr.strip()[-200:]}")
+    why = reference_missing("needle.model.architecture, jax, flax")
+    if why:
+        pytest.skip(f"SKIPPED: Needle 3 reference oracle not usable ({why})")
     if not os.path.exists(DUMP):
         pytest.skip("heads3_grad_dump not built (make test builds it)")
 
