@@ -1,6 +1,7 @@
 /* safetensors.c - reading (mapped, validated) and writing (atomic) safetensors. */
 #include "io/safetensors.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,13 @@ static const struct {
 
 const char *nd_st_dtype_name(nd_st_dtype t) { return (unsigned)t < ND_ST_DTYPE_COUNT ? dtypes[t].name : "?"; }
 size_t nd_st_dtype_size(nd_st_dtype t) { return (unsigned)t < ND_ST_DTYPE_COUNT ? dtypes[t].size : 0; }
+
+void nd_st_shape_text(char *out, size_t n, int ndim, const int64_t *shape)
+{
+    size_t k = (size_t)snprintf(out, n, "(");
+    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(out + k, n - k, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(out + k, n - k, ")");
+}
 
 int nd_st_is_float(nd_st_dtype t) { return t == ND_ST_F32 || t == ND_ST_F16 || t == ND_ST_BF16 || t == ND_ST_F64; }
 

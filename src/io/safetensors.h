@@ -78,6 +78,8 @@ const char *nd_st_meta(const nd_safetensors *st, const char *key);
 /* Element i of a float tensor (F32, F16, BF16, F64) as float; other dtypes 0. */
 float nd_st_get_f32(const nd_st_tensor *t, size_t i);
 int nd_st_is_float(nd_st_dtype t);
+/* "(d0,d1,...)" for error messages. */
+void nd_st_shape_text(char *out, size_t n, int ndim, const int64_t *shape);
 /* Convert the whole tensor to float32 (out has numel floats); NEEDLE_EUNSUPPORTED
  * for non-float dtypes. */
 int nd_st_read_f32(const nd_st_tensor *t, float *out, const char *where, needle_error *err);

@@ -140,6 +140,12 @@ static void qkv_conv(nd_state *s, int l, int T)
 }
 
 /* b -> Block(b) in place, for the T tokens of the chunk (SPEC: Block). */
+/* The cache slot of position pos in a global layer's cache or a local layer's ring. */
+static size_t cache_slot(const nd_state *s, int global, int pos)
+{
+    return (size_t)(global ? nd_state_slot_of(s, pos) : pos % s->local_slots);
+}
+
 static void block(nd_state *s, int l, int T)
 {
     const nd_model *m = s->m;
@@ -194,15 +200,12 @@ static void block(nd_state *s, int l, int T)
     be->ops.attention(be, &a, s->work);
     /* the chunk's keys join this layer's cache (positions are published after all layers) */
     for (int t = 0, run = 1; t < T; t += run) {
-        size_t slot = (size_t)(global ? nd_state_slot_of(s, s->pos + t) : (s->pos + t) % s->local_slots);
+        size_t slot = cache_slot(s, global, s->pos + t);
         run = 1;
         if (s->kv_bits == 8 && !s->kv_head_scale) {
             /* tokens whose slots follow each other are quantised in one call (the
              * same groups of ND_KV_GROUP values, so the same codes and scales) */
-            while (t + run < T &&
-                   (size_t)(global ? nd_state_slot_of(s, s->pos + t + run) : (s->pos + t + run) % s->local_slots) ==
-                       slot + (size_t)run)
-                run++;
+            while (t + run < T && cache_slot(s, global, s->pos + t + run) == slot + (size_t)run) run++;
             be->ops.quantize_kv(be, s->k + (size_t)t * KD, run * KD, (int8_t *)a.k_cache8 + slot * KD,
                                 (float *)a.k_scale + slot * ksc);
             be->ops.quantize_kv(be, s->v + (size_t)t * VD, run * VD, (int8_t *)a.v_cache8 + slot * VD,

@@ -27,13 +27,6 @@ typedef struct loader {
     needle_error *err;
 } loader;
 
-static void shape_text(char *out, size_t n, int ndim, const int64_t *shape)
-{
-    size_t k = (size_t)snprintf(out, n, "(");
-    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(out + k, n - k, i ? ",%lld" : "%lld", (long long)shape[i]);
-    if (k < n) snprintf(out + k, n - k, ")");
-}
-
 /* The tensor `name` with exactly this shape and a float dtype, or an error. */
 static int need(loader *L, const char *name, int ndim, const int64_t *shape, const nd_st_tensor **out)
 {
@@ -43,8 +36,8 @@ static int need(loader *L, const char *name, int ndim, const int64_t *shape, con
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (!ok) {
         char got[96], want[96];
-        shape_text(got, sizeof got, t->ndim, t->shape);
-        shape_text(want, sizeof want, ndim, shape);
+        nd_st_shape_text(got, sizeof got, t->ndim, t->shape);
+        nd_st_shape_text(want, sizeof want, ndim, shape);
         return nd_errorf(L->err, NEEDLE_EFORMAT, "%s: tensor \"%s\" has shape %s, expected %s", L->path, name, got,
                          want);
     }

@@ -54,13 +54,11 @@ int nd_train_model_load(nd_train_model *m, const char *path, int *n_ignored, nee
             for (int k = 0; same && k < t->ndim; k++) same = s->shape[k] == t->shape[k];
         }
         if (!same) {
-            char want[96] = "", have[96] = "";
-            for (int k = 0; k < t->ndim; k++)
-                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "," : "", (long long)t->shape[k]);
-            for (int k = 0; k < s->ndim && k < 8; k++)
-                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", k ? "," : "", (long long)s->shape[k]);
-            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s has shape (%s), the config needs (%s)", path, t->name,
-                           have, want);
+            char want[96], have[96];
+            nd_st_shape_text(want, sizeof want, t->ndim, t->shape);
+            nd_st_shape_text(have, sizeof have, s->ndim, s->shape);
+            rc = nd_errorf(err, NEEDLE_EFORMAT, "%s: tensor %s has shape %s, the config needs %s", path, t->name, have,
+                           want);
             break;
         }
         if (t->role < 0) { /* heads keep the file's own shape (log_temp may be () or (1,)) */
@@ -168,9 +166,9 @@ int nd_train_save_lora(const nd_train_model *m, const char *path, needle_error *
     nd_buf_init(&base);
     if (m->source_path) nd_json_write_string(&base, m->source_path, strlen(m->source_path), 0);
     else nd_buf_puts(&base, "null");
-    const char *keys[15] = {"format", "rank", "alpha", "targets", "config", "base_checksum", "qat_bits",
+    const char *keys[13] = {"format", "rank", "alpha", "targets", "config", "base_checksum", "qat_bits",
                             "qat_bits_map", "seed", "scale", "base", "pieces", "languages"};
-    const char *vals[15] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum, qat_bits, qat_map, seed,
+    const char *vals[13] = {"needle-lora", rank, alpha, targets, cfg ? cfg : "{}", base_sum, qat_bits, qat_map, seed,
                             scale, base.oom ? "null" : base.data, "null", "null"};
     int rc = nd_st_write(path, out, 2 * ND_LORA_TARGETS, keys, vals, v3 ? 13 : 9, err);
     nd_buf_free(&base);

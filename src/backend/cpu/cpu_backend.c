@@ -135,9 +135,10 @@ static void cpu_sinkhorn(const nd_backend *be, float *m, int n, int iters)
 
 static void cpu_quantize_kv(const nd_backend *be, const float *x, int n, int8_t *q, float *scale)
 {
-    /* split in rows of 256 values (whole groups) when a chunk's run of slots comes at once */
-    if (n % 256 == 0) {
-        rows_job j = {.x = x, .n = 256, .count = n / 256, .q = q, .qscale = scale};
+    /* split in rows of whole groups when a chunk's run of slots comes at once */
+    enum { KV_ROW_VALUES = 8 * ND_KV_GROUP };
+    if (n % KV_ROW_VALUES == 0) {
+        rows_job j = {.x = x, .n = KV_ROW_VALUES, .count = n / KV_ROW_VALUES, .q = q, .qscale = scale};
         if (rows_split(be, &j)) return;
     }
     nd_cpu_quantize_kv(x, n, q, scale);
