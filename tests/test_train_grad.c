@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "grad_check.h"
+#include "train_model_check.h"
 #include "core/rng.h"
 #include "train/train_model.h"
 #include "train/train_ops.h"
@@ -313,15 +314,6 @@ static void tiny_config(nd_config *c)
     c->engram_sub = 24; c->conv_dilation = 3;
 }
 
-enum { MB = 2, MT = 9 };
-typedef struct { nd_train_model *m; int32_t *ids, *tg; } model_ctx;
-static double model_loss(void *c_)
-{
-    model_ctx *c = c_;
-    int n;
-    return nd_train_step_grad(c->m, c->ids, c->tg, MB, MT, 0, &n) / n;
-}
-
 static void perturb_all(nd_train_model *m)
 {
     /* move every parameter off its special initial value (zeros, ones) */
@@ -353,34 +345,7 @@ static void test_step_bit_identical_across_threads(void)
     int32_t ids[B * T], tg[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)nd_rng_below(&rng, 64);
     for (int i = 0; i < B * T; i++) tg[i] = (i % T) >= 2 ? (int32_t)nd_rng_below(&rng, 64) : -1;
-    float *ref = NULL;
-    double ref_loss = 0.0;
-    for (int threads = 1; threads <= 3; threads++) {
-        nd_config cfg;
-        tiny_config(&cfg);
-        nd_train_model m;
-        needle_error err;
-        CHECK(nd_train_model_create(&m, &cfg, &err) == 0);
-        nd_train_model_init_reference(&m, 21);
-        CHECK(nd_train_enable_full(&m, &err) == 0);
-        nd_threadpool *pool = NULL;
-        if (threads > 1) CHECK(nd_threadpool_create(threads, &pool, &err) == 0);
-        m.pool = pool;
-        int n = 0;
-        double loss = nd_train_step_grad(&m, ids, tg, B, T, 1, &n);
-        CHECK(isfinite(loss) && n > 0);
-        if (!ref) {
-            ref = malloc(sizeof(float) * m.n_params);
-            memcpy(ref, m.grads, sizeof(float) * m.n_params);
-            ref_loss = loss;
-        } else {
-            CHECKF(loss == ref_loss, "%d threads: loss %.17g vs %.17g", threads, loss, ref_loss);
-            CHECKF(!memcmp(ref, m.grads, sizeof(float) * m.n_params), "%d threads: gradients differ", threads);
-        }
-        nd_train_model_free(&m);
-        nd_threadpool_free(pool);
-    }
-    free(ref);
+    check_step_bit_identical_across_threads(tiny_config, ids, tg, B, T, 3, 1);
 }
 
 static void test_model_full_grad(void)
@@ -435,22 +400,10 @@ static void test_model_lora_grad(void)
     }
     int32_t ids[MB * MT], tg[MB * MT];
     make_batch(ids, tg);
-    int n = 0;
-    double loss = nd_train_step_grad(&m, ids, tg, MB, MT, 1, &n);
-    CHECK(isfinite(loss));
     model_ctx c = {&m, ids, tg};
-    float *g = malloc(sizeof(float) * m.n_lora);
-    memcpy(g, m.lora_grads, sizeof(float) * m.n_lora);
-    for (int t = 0; t < ND_LORA_TARGETS; t++) {
-        int in, out;
-        nd_train_lora_dims(&m, t, &in, &out);
-        size_t na = (size_t)cfg.num_layers * in * 4, nb = (size_t)cfg.num_layers * 4 * out;
-        check_grad("lora A", model_loss, &c, m.lora + m.lora_a_off[t], g + m.lora_a_off[t], na, 1e-2f, 3e-2);
-        check_grad("lora B", model_loss, &c, m.lora + m.lora_b_off[t], g + m.lora_b_off[t], nb, 1e-2f, 3e-2);
-    }
+    check_lora_grads(&c, "lora A", "lora B");
     /* the frozen base has no gradient buffer at all */
     CHECK(m.grads == NULL);
-    free(g);
     nd_train_model_free(&m);
 }
 

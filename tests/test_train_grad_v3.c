@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "grad_check.h"
+#include "train_model_check.h"
 #include "core/formulas.h"
 #include "core/rng.h"
 #include "model/config.h"
@@ -236,15 +237,6 @@ static void tiny_v3(nd_config *c)
     CHECK(c->hada_n == 32 && c->hada_a == 4 && c->hada_b == 8 && c->num_tables == 4 && c->engram_sub == 6);
 }
 
-enum { MB = 2, MT = 9 };
-typedef struct { nd_train_model *m; int32_t *ids, *tg; } model_ctx;
-static double model_loss(void *c_)
-{
-    model_ctx *c = c_;
-    int n;
-    return nd_train_step_grad(c->m, c->ids, c->tg, MB, MT, 0, &n) / n;
-}
-
 static int is_permutation(const nd_tensor_info *t) { return t->role == ND_P_HADA_P1 || t->role == ND_P_HADA_P2; }
 
 static void perturb_all(nd_train_model *m)
@@ -337,19 +329,8 @@ static void test_v3_model_lora_grad(void)
     CHECK(in == 24 && out == 24);
     int32_t ids[MB * MT], tg[MB * MT];
     make_batch(ids, tg);
-    int n = 0;
-    double loss = nd_train_step_grad(&m, ids, tg, MB, MT, 1, &n);
-    CHECK(isfinite(loss));
     model_ctx c = {&m, ids, tg};
-    float *g = malloc(sizeof(float) * m.n_lora);
-    memcpy(g, m.lora_grads, sizeof(float) * m.n_lora);
-    for (int t = 0; t < ND_LORA_TARGETS; t++) {
-        nd_train_lora_dims(&m, t, &in, &out);
-        size_t na = (size_t)cfg.num_layers * in * 4, nb = (size_t)cfg.num_layers * 4 * out;
-        check_grad("v3 lora A", model_loss, &c, m.lora + m.lora_a_off[t], g + m.lora_a_off[t], na, 1e-2f, 3e-2);
-        check_grad("v3 lora B", model_loss, &c, m.lora + m.lora_b_off[t], g + m.lora_b_off[t], nb, 1e-2f, 3e-2);
-    }
-    free(g);
+    check_lora_grads(&c, "v3 lora A", "v3 lora B");
     nd_train_model_free(&m);
 }
 
@@ -360,33 +341,7 @@ static void test_v3_step_bit_identical_across_threads(void)
     int32_t ids[B * T], tg[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = 1 + (int32_t)nd_rng_below(&rng, 63);
     for (int i = 0; i < B * T; i++) tg[i] = (i % T) >= 2 ? (int32_t)nd_rng_below(&rng, 50) : -1;
-    float *ref = NULL;
-    double ref_loss = 0.0;
-    for (int threads = 1; threads <= 3; threads += 2) {
-        nd_config cfg;
-        tiny_v3(&cfg);
-        nd_train_model m;
-        CHECK(nd_train_model_create(&m, &cfg, NULL) == 0);
-        nd_train_model_init_reference(&m, 21);
-        CHECK(nd_train_enable_full(&m, NULL) == 0);
-        nd_threadpool *pool = NULL;
-        if (threads > 1) CHECK(nd_threadpool_create(threads, &pool, NULL) == 0);
-        m.pool = pool;
-        int n = 0;
-        double loss = nd_train_step_grad(&m, ids, tg, B, T, 1, &n);
-        CHECK(isfinite(loss) && n > 0);
-        if (!ref) {
-            ref = malloc(sizeof(float) * m.n_params);
-            memcpy(ref, m.grads, sizeof(float) * m.n_params);
-            ref_loss = loss;
-        } else {
-            CHECKF(loss == ref_loss, "%d threads: loss %.17g vs %.17g", threads, loss, ref_loss);
-            CHECKF(!memcmp(ref, m.grads, sizeof(float) * m.n_params), "%d threads: gradients differ", threads);
-        }
-        nd_train_model_free(&m);
-        nd_threadpool_free(pool);
-    }
-    free(ref);
+    check_step_bit_identical_across_threads(tiny_v3, ids, tg, B, T, 3, 2);
 }
 
 int main(void)
