@@ -191,9 +191,11 @@ static void cpu_sigmoid_gate(const nd_backend *be, float *x, const float *g, siz
 #define TOKENS_PER_TASK 4
 #define SPLIT_MIN_T 8
 #define MLP_MAX_HADA 4096 /* the per-task MLP scratch lives on the stack */
+#define MONARCH_MAX_SCRATCH (3 * MLP_MAX_HADA + 64) /* Needle 3's: 3 hada_n + rank floats */
 
 typedef struct token_job {
     const nd_hada_mlp_args *mlp;
+    const nd_monarch_mlp_args *monarch;
     const nd_mhc_args *mhc;
     void (*mhc_fn)(const nd_mhc_args *a);
 } token_job;
@@ -203,6 +205,15 @@ static void token_task(void *ctx, int task, int thread)
     (void)thread;
     const token_job *j = ctx;
     int t0 = task * TOKENS_PER_TASK;
+    if (j->monarch) {
+        nd_monarch_mlp_args a = *j->monarch;
+        float z[MONARCH_MAX_SCRATCH];
+        a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+        a.b += (size_t)t0 * (size_t)a.d;
+        a.z = z;
+        nd_cpu_monarch_mlp(&a);
+        return;
+    }
     if (j->mlp) {
         nd_hada_mlp_args a = *j->mlp;
         float z[MLP_MAX_HADA];
@@ -286,8 +297,13 @@ static void cpu_head_pool(const nd_backend *be, const float *probes, int num_pro
 
 static void cpu_monarch_mlp(const nd_backend *be, const nd_monarch_mlp_args *a)
 {
-    (void)be;
-    nd_cpu_monarch_mlp(a);
+    if (a->T < SPLIT_MIN_T || 3 * (size_t)a->hada_n + (size_t)a->rank > MONARCH_MAX_SCRATCH ||
+        nd_threadpool_threads(be->pool) < 2) {
+        nd_cpu_monarch_mlp(a);
+        return;
+    }
+    token_job j = {.monarch = a};
+    nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
 
 static void cpu_probe_head(const nd_backend *be, const nd_probe_head_args *a)
