@@ -7,9 +7,36 @@
 #include "backend/cpu/cpu_ops.h"
 
 /* y = z K with K = Wa (x) Wb: y[k*b + l] = sum_i sum_j Z[i][j] Wa[i][k] Wb[j][l].
- * m: scratch of a*b floats. */
+ * m: scratch of a*b floats.  Each output value is 0 + the products added in
+ * order of i (or j); blocks of KRON_BLOCK outputs are summed in a local array
+ * the compiler keeps in vector registers (each lane's arithmetic is exactly
+ * the scalar loop's, so the bits do not change). */
+#define KRON_BLOCK 8
+
+static void kron_rows(const float *restrict z, int zstride, int zstep, const float *restrict w, int rows, int n,
+                      int cols, float *restrict out)
+{
+    /* out[r][l] = sum_j z[r*zstride + j*zstep] * w[j][l], r < rows, j < n, l < cols (cols % KRON_BLOCK == 0) */
+    for (int r = 0; r < rows; r++) {
+        for (int l0 = 0; l0 < cols; l0 += KRON_BLOCK) {
+            float acc[KRON_BLOCK] = {0};
+            for (int j = 0; j < n; j++) {
+                float zj = z[(size_t)r * zstride + (size_t)j * zstep];
+                const float *wj = w + (size_t)j * cols + l0;
+                for (int l = 0; l < KRON_BLOCK; l++) acc[l] += zj * wj[l];
+            }
+            for (int l = 0; l < KRON_BLOCK; l++) out[(size_t)r * cols + l0 + l] = acc[l];
+        }
+    }
+}
+
 static void kron_apply(const float *z, const float *wa, const float *wb, int a, int b, float *m, float *y)
 {
+    if (b % KRON_BLOCK == 0) {
+        kron_rows(z, b, 1, wb, a, b, b, m);  /* m = Z Wb: row i, sum over j of Z[i][j] Wb[j] */
+        kron_rows(wa, 1, a, m, a, a, b, y);  /* y = Wa^T m: row k, sum over i of Wa[i][k] m[i] */
+        return;
+    }
     /* m = Z Wb (a x b) */
     for (int i = 0; i < a; i++) {
         float *mi = m + (size_t)i * b;
