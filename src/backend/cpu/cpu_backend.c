@@ -299,7 +299,9 @@ static void cpu_monarch_mlp(const nd_backend *be, const nd_monarch_mlp_args *a)
 {
     if (a->T < SPLIT_MIN_T || 3 * (size_t)a->hada_n + (size_t)a->rank > MONARCH_MAX_SCRATCH ||
         nd_threadpool_threads(be->pool) < 2) {
-        nd_cpu_monarch_mlp(a);
+        /* decode: a token's Kronecker products by column blocks (one job each) */
+        if (nd_threadpool_threads(be->pool) >= 2) nd_cpu_monarch_mlp_pooled(be->pool, a);
+        else nd_cpu_monarch_mlp(a);
         return;
     }
     token_job j = {.monarch = a};

@@ -65,6 +65,8 @@ void nd_cpu_head_pool(const float *probes, int num_probes, int d, const float *c
 
 /* Needle 3 (cpu_monarch.c, cpu_probe_head.c) */
 void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a);
+/* the same, each token's three Kronecker products split by column blocks over the pool (decode) */
+void nd_cpu_monarch_mlp_pooled(nd_threadpool *pool, const nd_monarch_mlp_args *a);
 void nd_cpu_probe_head(const nd_probe_head_args *a);
 
 static inline float nd_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
