@@ -76,7 +76,15 @@ typedef struct rows_job {
     float *out;    /* rmsnorm */
     int8_t *q;     /* quantize_kv: codes, and one scale per ND_KV_GROUP values */
     float *qscale;
+    int act_quant; /* act_quant: x quantised in place, codes q and one scale per row (each optional) */
 } rows_job;
+
+/* the one A8 quantiser on row i (no ISA variants: it is a few vectors per token) */
+static void act_quant_row(float *x, int n, int i, int8_t *codes, float *scales)
+{
+    float s = nd_act_fake_quant(x + (size_t)i * (size_t)n, n, codes ? codes + (size_t)i * (size_t)n : NULL);
+    if (scales) scales[i] = s;
+}
 
 static void rows_task(void *ctx, int task, int thread)
 {
@@ -85,7 +93,8 @@ static void rows_task(void *ctx, int task, int thread)
     int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->count ? r0 + j->rows_per_task : j->count;
     for (int i = r0; i < r1; i++) {
         size_t off = (size_t)i * (size_t)j->n;
-        if (j->out) nd_cpu_rmsnorm(j->x + off, j->n, j->scale, j->out + off);
+        if (j->act_quant) act_quant_row((float *)j->x, j->n, i, j->q, j->qscale);
+        else if (j->out) nd_cpu_rmsnorm(j->x + off, j->n, j->scale, j->out + off);
         else nd_cpu_quantize_kv(j->x + off, j->n, j->q + off, j->qscale + off / ND_KV_GROUP);
     }
 }
@@ -144,14 +153,12 @@ static void cpu_quantize_kv(const nd_backend *be, const float *x, int n, int8_t 
     nd_cpu_quantize_kv(x, n, q, scale);
 }
 
-/* the one A8 quantiser, per vector (no ISA variants: it is a few vectors per token) */
+/* per vector; a chunk's rows (Needle 3's q per head: T x H of them) split over the pool */
 static void cpu_act_quant(const nd_backend *be, float *x, int n, int count, int8_t *codes, float *scales)
 {
-    (void)be;
-    for (int i = 0; i < count; i++) {
-        float s = nd_act_fake_quant(x + (size_t)i * (size_t)n, n, codes ? codes + (size_t)i * (size_t)n : NULL);
-        if (scales) scales[i] = s;
-    }
+    rows_job j = {.x = x, .n = n, .count = count, .q = codes, .qscale = scales, .act_quant = 1};
+    if (rows_split(be, &j)) return;
+    for (int i = 0; i < count; i++) act_quant_row(x, n, i, codes, scales);
 }
 
 static void cpu_copy(const nd_backend *be, void *dst, const void *src, size_t bytes)
