@@ -73,28 +73,35 @@ typedef struct kron_job {
     const float *z, *wa, *wb;
     int a, b;
     float *m, *y;
+    void (*extra)(void *ctx); /* one more task, unrelated to the product (or NULL) */
+    void *extra_ctx;
 } kron_job;
 
 static void kron_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const kron_job *j = ctx;
+    if (task == j->b / KRON_BLOCK) {
+        j->extra(j->extra_ctx);
+        return;
+    }
     kron_block_cols(j->z, j->wa, j->wb, j->a, j->b, j->m, j->y, task * KRON_BLOCK, (task + 1) * KRON_BLOCK);
 }
 
 /* kron_apply, its column blocks over the pool when there is one worth using */
 static void kron_run(nd_threadpool *pool, const float *z, const float *wa, const float *wb, int a, int b, float *m,
-                     float *y)
+                     float *y, void (*extra)(void *), void *extra_ctx)
 {
     if (!pool || b % KRON_BLOCK != 0 || b / KRON_BLOCK < 2) {
         kron_apply(z, wa, wb, a, b, m, y);
+        if (extra) extra(extra_ctx);
         return;
     }
-    kron_job j = {.z = z, .wa = wa, .wb = wb, .a = a, .b = b, .m = m, .y = y};
-    nd_threadpool_run(pool, b / KRON_BLOCK, kron_task, &j);
+    kron_job j = {.z = z, .wa = wa, .wb = wb, .a = a, .b = b, .m = m, .y = y, .extra = extra, .extra_ctx = extra_ctx};
+    nd_threadpool_run(pool, b / KRON_BLOCK + (extra != NULL), kron_task, &j);
 }
 
-static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a)
+static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *), void *extra_ctx)
 {
     int d = a->d, N = a->hada_n, A = a->a, B = a->b_dim, rank = a->rank;
     float *x = a->z, *y = a->z + N, *m = a->z + 2 * N, *sm = a->z + 3 * N;
@@ -120,7 +127,7 @@ static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a)
         for (int r = 0; r < rank; r++) sm[r] /= sum;
         /* z = ((d1 x) K1)[p1] */
         for (int i = 0; i < N; i++) x[i] *= a->d1[i];
-        kron_run(pool, x, a->w1a, a->w1b, A, B, m, y);
+        kron_run(pool, x, a->w1a, a->w1b, A, B, m, y, t == 0 ? extra : NULL, extra_ctx);
         for (int i = 0; i < N; i++) x[i] = y[(int)a->p1[i]];
         /* z = (silu(d2 c z + b2) K2)[p2] */
         /* c[i] = 1 + sum over r of sm[r] cond_u[r][i], into y (free until the next product),
@@ -141,15 +148,19 @@ static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a)
             y[i0] = c;
         }
         for (int i = 0; i < N; i++) x[i] = nd_siluf(a->d2[i] * y[i] * x[i] + a->b2[i]);
-        kron_run(pool, x, a->w2a, a->w2b, A, B, m, y);
+        kron_run(pool, x, a->w2a, a->w2b, A, B, m, y, NULL, NULL);
         for (int i = 0; i < N; i++) x[i] = y[(int)a->p2[i]];
         /* b += (d4 ((d3 z) K3))[0:d] */
         for (int i = 0; i < N; i++) x[i] *= a->d3[i];
-        kron_run(pool, x, a->w3a, a->w3b, A, B, m, y);
+        kron_run(pool, x, a->w3a, a->w3b, A, B, m, y, NULL, NULL);
         for (int i = 0; i < d; i++) bt[i] += a->d4[i] * y[i];
     }
 }
 
-void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a) { monarch_mlp(NULL, a); }
+void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a) { monarch_mlp(NULL, a, NULL, NULL); }
 
-void nd_cpu_monarch_mlp_pooled(nd_threadpool *pool, const nd_monarch_mlp_args *a) { monarch_mlp(pool, a); }
+void nd_cpu_monarch_mlp_pooled(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *),
+                               void *extra_ctx)
+{
+    monarch_mlp(pool, a, extra, extra_ctx);
+}
