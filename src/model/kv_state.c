@@ -108,6 +108,7 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
     s->conv_width = Q + KD + VD;
     s->work_floats = work_needed(m, C, s->cache_slots);
 
+    int x0_in_q = Q >= d, eng_e_in_g = O >= esub, raw_in_att = O >= d;
     /* one block: carve float arrays first, then ints (alignment of 64 bytes each) */
     struct { void **p; size_t n, size; } parts[] = {
         {(void **)&s->k_cache, kv_bits == 32 ? rows * KD : 0, 4},
@@ -123,7 +124,10 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         {(void **)&s->conv_hist, (size_t)L * s->conv_len * s->conv_width, 4},
         {(void **)&s->conv_out, c->qkv_conv_taps > 0 ? (size_t)C * s->conv_width : 0, 4},
         {(void **)&s->v_hist, (size_t)(sites ? sites : 1) * s->vhist_len * d, 4},
-        {(void **)&s->x0, (size_t)C * d, 4},
+        /* x0 (the chunk's embeddings) and the engram inputs (eng_e, eng_raw) live
+         * only before the first layer, when q, g and att are free: they share
+         * those buffers where they fit (-100 KiB of touched scratch on v2 base) */
+        {(void **)&s->x0, x0_in_q ? 0 : (size_t)C * d, 4},
         {(void **)&s->X, (size_t)C * n * d, 4},
         {(void **)&s->xh, (size_t)C * n * d, 4},
         {(void **)&s->u, (size_t)C * d, 4},
@@ -140,10 +144,10 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         {(void **)&s->phi_post, (size_t)C * n, 4},
         {(void **)&s->phi_res, (size_t)C * n * n, 4},
         {(void **)&s->fin, (size_t)C * d, 4},
-        {(void **)&s->eng_e, (size_t)C * (esub > 0 ? esub : 1), 4},
+        {(void **)&s->eng_e, eng_e_in_g ? 0 : (size_t)C * (esub > 0 ? esub : 1), 4},
         {(void **)&s->eng_k, (size_t)(sites ? sites : 1) * C * d, 4},
         {(void **)&s->eng_v, (size_t)(sites ? sites : 1) * C * d, 4},
-        {(void **)&s->eng_raw, (size_t)C * d, 4},
+        {(void **)&s->eng_raw, raw_in_att ? 0 : (size_t)C * d, 4},
         {(void **)&s->rope_cs, (size_t)C * c->qk_dim, 4},
         {(void **)&s->work, s->work_floats + 16, 4},
         {(void **)&s->cache_pos, (size_t)s->cache_slots, 4},
@@ -168,6 +172,9 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         *parts[i].p = parts[i].n ? p : NULL;
         p += (parts[i].n * parts[i].size + 63) & ~(size_t)63;
     }
+    if (x0_in_q) s->x0 = s->q;
+    if (eng_e_in_g) s->eng_e = s->g;
+    if (raw_in_att) s->eng_raw = s->att;
     for (int l = 0, row = 0; l < L; l++) {
         s->layer_row[l] = row;
         row += nd_config_layer_is_global(c, l) ? s->cache_slots : s->local_slots;

@@ -4,6 +4,7 @@
  * thread pool the seam already carries. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_cq_int.h"
 #include "backend/cpu/cpu_isa.h"
@@ -76,7 +77,15 @@ typedef struct rows_job {
     float *out;    /* rmsnorm */
     int8_t *q;     /* quantize_kv: codes, and one scale per ND_KV_GROUP values */
     float *qscale;
+    int act_quant; /* act_quant: x quantised in place, codes q and one scale per row (each optional) */
 } rows_job;
+
+/* the one A8 quantiser on row i (no ISA variants: it is a few vectors per token) */
+static void act_quant_row(float *x, int n, int i, int8_t *codes, float *scales)
+{
+    float s = nd_act_fake_quant(x + (size_t)i * (size_t)n, n, codes ? codes + (size_t)i * (size_t)n : NULL);
+    if (scales) scales[i] = s;
+}
 
 static void rows_task(void *ctx, int task, int thread)
 {
@@ -85,7 +94,8 @@ static void rows_task(void *ctx, int task, int thread)
     int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->count ? r0 + j->rows_per_task : j->count;
     for (int i = r0; i < r1; i++) {
         size_t off = (size_t)i * (size_t)j->n;
-        if (j->out) nd_cpu_rmsnorm(j->x + off, j->n, j->scale, j->out + off);
+        if (j->act_quant) act_quant_row((float *)j->x, j->n, i, j->q, j->qscale);
+        else if (j->out) nd_cpu_rmsnorm(j->x + off, j->n, j->scale, j->out + off);
         else nd_cpu_quantize_kv(j->x + off, j->n, j->q + off, j->qscale + off / ND_KV_GROUP);
     }
 }
@@ -144,14 +154,12 @@ static void cpu_quantize_kv(const nd_backend *be, const float *x, int n, int8_t 
     nd_cpu_quantize_kv(x, n, q, scale);
 }
 
-/* the one A8 quantiser, per vector (no ISA variants: it is a few vectors per token) */
+/* per vector; a chunk's rows (Needle 3's q per head: T x H of them) split over the pool */
 static void cpu_act_quant(const nd_backend *be, float *x, int n, int count, int8_t *codes, float *scales)
 {
-    (void)be;
-    for (int i = 0; i < count; i++) {
-        float s = nd_act_fake_quant(x + (size_t)i * (size_t)n, n, codes ? codes + (size_t)i * (size_t)n : NULL);
-        if (scales) scales[i] = s;
-    }
+    rows_job j = {.x = x, .n = n, .count = count, .q = codes, .qscale = scales, .act_quant = 1};
+    if (rows_split(be, &j)) return;
+    for (int i = 0; i < count; i++) act_quant_row(x, n, i, codes, scales);
 }
 
 static void cpu_copy(const nd_backend *be, void *dst, const void *src, size_t bytes)
@@ -191,9 +199,11 @@ static void cpu_sigmoid_gate(const nd_backend *be, float *x, const float *g, siz
 #define TOKENS_PER_TASK 4
 #define SPLIT_MIN_T 8
 #define MLP_MAX_HADA 4096 /* the per-task MLP scratch lives on the stack */
+#define MONARCH_MAX_SCRATCH (3 * MLP_MAX_HADA + 64) /* Needle 3's: 3 hada_n + rank floats */
 
 typedef struct token_job {
     const nd_hada_mlp_args *mlp;
+    const nd_monarch_mlp_args *monarch;
     const nd_mhc_args *mhc;
     void (*mhc_fn)(const nd_mhc_args *a);
 } token_job;
@@ -203,6 +213,15 @@ static void token_task(void *ctx, int task, int thread)
     (void)thread;
     const token_job *j = ctx;
     int t0 = task * TOKENS_PER_TASK;
+    if (j->monarch) {
+        nd_monarch_mlp_args a = *j->monarch;
+        float z[MONARCH_MAX_SCRATCH];
+        a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+        a.b += (size_t)t0 * (size_t)a.d;
+        a.z = z;
+        nd_cpu_monarch_mlp(&a);
+        return;
+    }
     if (j->mlp) {
         nd_hada_mlp_args a = *j->mlp;
         float z[MLP_MAX_HADA];
@@ -227,8 +246,78 @@ static void token_task(void *ctx, int task, int thread)
 
 static int token_tasks(int T) { return (T + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK; }
 
+/* Decode (chunks under SPLIT_MIN_T tokens) runs its token's two serial steps
+ * side by side: a layer's mHC residual map (Sinkhorn over n x n logits:
+ * ~40 expf/logf per iteration) depends only on the maps computed before the
+ * block, so mhc_pre notes the layer's mHC arguments, the block's MLP runs on
+ * one thread while the Sinkhorn runs on another, and mhc_mix takes the
+ * result.  mhc_mix uses it only when its own input is bit for bit the input
+ * the result was made from (the same maps, scale and biases), otherwise it
+ * computes it itself, so results do not change.  Per calling thread: a pool
+ * serves one forward pass at a time, but several sessions may share it. */
+#define AHEAD_FLOATS 256 /* T x n x n: one token of up to 16 lanes (decode), or a few of 4 */
+
+typedef struct sinkhorn_ahead {
+    int noted;              /* mhc_pre noted args (pointers valid until that layer's mhc_mix) */
+    int ready;              /* P holds the residual maps of `args` */
+    nd_mhc_args args;
+    float a_res;            /* the input P was made from */
+    float phi_res[AHEAD_FLOATS], b_res[256];
+    float P[AHEAD_FLOATS];
+} sinkhorn_ahead;
+
+static _Thread_local sinkhorn_ahead ahead;
+
+static int ahead_fits(const nd_mhc_args *a) { return a->n <= 16 && a->T * a->n * a->n <= AHEAD_FLOATS; }
+
+static void ahead_compute(sinkhorn_ahead *h)
+{
+    const nd_mhc_args *a = &h->args;
+    size_t nn = (size_t)a->n * (size_t)a->n;
+    for (int t = 0; t < a->T; t++) nd_cpu_mhc_res(a, t, h->P + (size_t)t * nn);
+    h->a_res = a->a_res;
+    memcpy(h->phi_res, a->phi_res, sizeof(float) * (size_t)a->T * nn);
+    memcpy(h->b_res, a->b_res, sizeof(float) * nn);
+    h->ready = 1;
+}
+
+/* ahead.P if it was made from exactly a's residual-map input, else NULL */
+static const float *ahead_take(const nd_mhc_args *a)
+{
+    sinkhorn_ahead *h = &ahead;
+    int ok = h->ready && h->args.T == a->T && h->args.n == a->n && h->args.sinkhorn_iters == a->sinkhorn_iters &&
+             ahead_fits(a);
+    size_t nn = (size_t)a->n * (size_t)a->n;
+    ok = ok && !memcmp(&h->a_res, &a->a_res, sizeof(float)) &&
+         !memcmp(h->phi_res, a->phi_res, sizeof(float) * (size_t)a->T * nn) &&
+         !memcmp(h->b_res, a->b_res, sizeof(float) * nn);
+    h->ready = h->noted = 0;
+    return ok ? h->P : NULL;
+}
+
+static void ahead_compute_fn(void *h) { ahead_compute(h); }
+
+typedef struct mlp_ahead_job {
+    const nd_hada_mlp_args *mlp;
+    sinkhorn_ahead *ahead;
+} mlp_ahead_job;
+
+static void mlp_ahead_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const mlp_ahead_job *j = ctx;
+    if (task == 0) nd_cpu_hada_mlp(j->mlp);
+    else ahead_compute(j->ahead);
+}
+
 static void cpu_hada_mlp(const nd_backend *be, const nd_hada_mlp_args *a)
 {
+    if (a->T < SPLIT_MIN_T && ahead.noted && nd_threadpool_threads(be->pool) >= 2) {
+        mlp_ahead_job j = {.mlp = a, .ahead = &ahead}; /* the MLP and the layer's Sinkhorn side by side */
+        ahead.noted = 0;
+        nd_threadpool_run(be->pool, 2, mlp_ahead_task, &j);
+        return;
+    }
     if (a->T < SPLIT_MIN_T || a->hada_n > MLP_MAX_HADA || nd_threadpool_threads(be->pool) < 2) {
         nd_cpu_hada_mlp(a);
         return;
@@ -239,6 +328,9 @@ static void cpu_hada_mlp(const nd_backend *be, const nd_hada_mlp_args *a)
 
 static void cpu_mhc_pre(const nd_backend *be, const nd_mhc_args *a)
 {
+    ahead.ready = 0; /* whatever an earlier layer left is not this layer's */
+    ahead.noted = a->T < SPLIT_MIN_T && nd_threadpool_threads(be->pool) >= 2 && ahead_fits(a);
+    if (ahead.noted) ahead.args = *a;
     if (a->T < SPLIT_MIN_T || nd_threadpool_threads(be->pool) < 2) {
         nd_cpu_mhc_pre(a);
         return;
@@ -250,9 +342,10 @@ static void cpu_mhc_pre(const nd_backend *be, const nd_mhc_args *a)
 static void cpu_mhc_mix(const nd_backend *be, const nd_mhc_args *a)
 {
     if (a->T < SPLIT_MIN_T || nd_threadpool_threads(be->pool) < 2) {
-        nd_cpu_mhc_mix(a);
+        nd_cpu_mhc_mix_res(a, ahead_take(a)); /* NULL: computed here */
         return;
     }
+    ahead.ready = ahead.noted = 0;
     token_job j = {.mhc = a, .mhc_fn = nd_cpu_mhc_mix};
     nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
@@ -286,8 +379,20 @@ static void cpu_head_pool(const nd_backend *be, const float *probes, int num_pro
 
 static void cpu_monarch_mlp(const nd_backend *be, const nd_monarch_mlp_args *a)
 {
-    (void)be;
-    nd_cpu_monarch_mlp(a);
+    if (a->T < SPLIT_MIN_T || 3 * (size_t)a->hada_n + (size_t)a->rank > MONARCH_MAX_SCRATCH ||
+        nd_threadpool_threads(be->pool) < 2) {
+        /* decode: a token's Kronecker products by column blocks (one job each) */
+        if (nd_threadpool_threads(be->pool) >= 2) {
+            int side = ahead.noted; /* and the layer's Sinkhorn as one more task of the first product */
+            ahead.noted = 0;
+            nd_cpu_monarch_mlp_pooled(be->pool, a, side ? ahead_compute_fn : NULL, &ahead);
+        } else {
+            nd_cpu_monarch_mlp(a);
+        }
+        return;
+    }
+    token_job j = {.monarch = a};
+    nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
 
 static void cpu_probe_head(const nd_backend *be, const nd_probe_head_args *a)

@@ -90,6 +90,8 @@ void nd_cpu_sigmoid_gate(float *x, const float *g, size_t n) { active()->sigmoid
 void nd_cpu_hada_mlp(const nd_hada_mlp_args *a) { active()->hada_mlp(a); }
 void nd_cpu_mhc_pre(const nd_mhc_args *a) { active()->mhc_pre(a); }
 void nd_cpu_mhc_mix(const nd_mhc_args *a) { active()->mhc_mix(a); }
+void nd_cpu_mhc_res(const nd_mhc_args *a, int t, float *P) { active()->mhc_res(a, t, P); }
+void nd_cpu_mhc_mix_res(const nd_mhc_args *a, const float *P) { active()->mhc_mix_res(a, P); }
 void nd_cpu_engram_taps(const float *taps, int ntaps, const float *const *src, int d, float *out)
 {
     active()->engram_taps(taps, ntaps, src, d, out);

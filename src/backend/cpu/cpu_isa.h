@@ -61,6 +61,8 @@ typedef struct nd_cpu_kernels {
     void (*hada_mlp)(const nd_hada_mlp_args *a);
     void (*mhc_pre)(const nd_mhc_args *a);
     void (*mhc_mix)(const nd_mhc_args *a);
+    void (*mhc_res)(const nd_mhc_args *a, int t, float *P);
+    void (*mhc_mix_res)(const nd_mhc_args *a, const float *P);
     void (*engram_taps)(const float *taps, int ntaps, const float *const *src, int d, float *out);
     void (*engram_gate)(const float *u, const float *k, const float *v, int d, float *b, float *un, float *kn);
     void (*lane_mean)(const float *X, int T, int n, int d, float *out, size_t ld);

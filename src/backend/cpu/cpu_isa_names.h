@@ -62,6 +62,8 @@
 #define nd_cpu_hada_mlp ND_ISA_NAME(nd_cpu_hada_mlp)
 #define nd_cpu_mhc_pre ND_ISA_NAME(nd_cpu_mhc_pre)
 #define nd_cpu_mhc_mix ND_ISA_NAME(nd_cpu_mhc_mix)
+#define nd_cpu_mhc_res ND_ISA_NAME(nd_cpu_mhc_res)
+#define nd_cpu_mhc_mix_res ND_ISA_NAME(nd_cpu_mhc_mix_res)
 #define nd_cpu_engram_taps ND_ISA_NAME(nd_cpu_engram_taps)
 #define nd_cpu_engram_gate ND_ISA_NAME(nd_cpu_engram_gate)
 #define nd_cpu_lane_mean ND_ISA_NAME(nd_cpu_lane_mean)

@@ -67,17 +67,26 @@ void nd_cpu_mhc_pre(const nd_mhc_args *a)
     }
 }
 
-void nd_cpu_mhc_mix(const nd_mhc_args *a)
+void nd_cpu_mhc_res(const nd_mhc_args *a, int t, float *P)
+{
+    int n = a->n;
+    for (int ij = 0; ij < n * n; ij++) P[ij] = a->a_res * a->phi_res[t * n * n + ij] + a->b_res[ij];
+    nd_cpu_sinkhorn(P, n, a->sinkhorn_iters);
+}
+
+void nd_cpu_mhc_mix(const nd_mhc_args *a) { nd_cpu_mhc_mix_res(a, NULL); }
+
+void nd_cpu_mhc_mix_res(const nd_mhc_args *a, const float *Pall)
 {
     int n = a->n, d = a->d, nd_ = n * d;
     for (int t = 0; t < a->T; t++) {
         float *X = a->X + (size_t)t * nd_, *u = a->u + (size_t)t * d, *y = a->y + (size_t)t * d;
         nd_simd_axpy(y, -1.0f, u, d);
-        float qv[16], P[256], *newX = a->scratch + (size_t)t * nd_;
+        float qv[16], Pt[256], *newX = a->scratch + (size_t)t * nd_;
         for (int i = 0; i < n; i++)
             qv[i] = 2.0f * nd_sigmoidf(a->a_post * a->phi_post[t * n + i] + a->b_post[i] + a->off_post[i]);
-        for (int ij = 0; ij < n * n; ij++) P[ij] = a->a_res * a->phi_res[t * n * n + ij] + a->b_res[ij];
-        nd_cpu_sinkhorn(P, n, a->sinkhorn_iters);
+        const float *P = Pall ? Pall + (size_t)t * n * n : Pt;
+        if (!Pall) nd_cpu_mhc_res(a, t, Pt);
         for (int i = 0; i < n; i++) {
             float *xi = newX + i * d;
             memset(xi, 0, sizeof(float) * (size_t)d);

@@ -7,9 +7,46 @@
 #include "backend/cpu/cpu_ops.h"
 
 /* y = z K with K = Wa (x) Wb: y[k*b + l] = sum_i sum_j Z[i][j] Wa[i][k] Wb[j][l].
- * m: scratch of a*b floats. */
+ * m: scratch of a*b floats.  Each output value is 0 + the products added in
+ * order of i (or j); blocks of KRON_BLOCK outputs are summed in a local array
+ * the compiler keeps in vector registers (each lane's arithmetic is exactly
+ * the scalar loop's, so the bits do not change).  Columns l of m and y depend
+ * only on the same columns of Wb and m, so a block of columns is a task of
+ * its own: decode splits a token's products over the pool that way, one job
+ * per product, with each output's arithmetic unchanged. */
+#define KRON_BLOCK 8
+
+/* out[r*ldo + l] = sum_j z[r*zstride + j*zstep] * w[j*ldw + l]  (r < rows, j < n, l < cols, cols % KRON_BLOCK == 0) */
+static void kron_cols(const float *restrict z, int zstride, int zstep, const float *restrict w, int ldw, int rows,
+                      int n, int cols, float *restrict out, int ldo)
+{
+    for (int r = 0; r < rows; r++) {
+        for (int l0 = 0; l0 < cols; l0 += KRON_BLOCK) {
+            float acc[KRON_BLOCK] = {0};
+            for (int j = 0; j < n; j++) {
+                float zj = z[(size_t)r * zstride + (size_t)j * zstep];
+                const float *wj = w + (size_t)j * ldw + l0;
+                for (int l = 0; l < KRON_BLOCK; l++) acc[l] += zj * wj[l];
+            }
+            for (int l = 0; l < KRON_BLOCK; l++) out[(size_t)r * ldo + l0 + l] = acc[l];
+        }
+    }
+}
+
+/* columns [l0, l1) of m = Z Wb, then of y = Wa^T m (b % KRON_BLOCK == 0) */
+static void kron_block_cols(const float *z, const float *wa, const float *wb, int a, int b, float *m, float *y, int l0,
+                            int l1)
+{
+    kron_cols(z, b, 1, wb + l0, b, a, b, l1 - l0, m + l0, b); /* m[i] = sum over j of Z[i][j] Wb[j] */
+    kron_cols(wa, 1, a, m + l0, b, a, a, l1 - l0, y + l0, b); /* y[k] = sum over i of Wa[i][k] m[i] */
+}
+
 static void kron_apply(const float *z, const float *wa, const float *wb, int a, int b, float *m, float *y)
 {
+    if (b % KRON_BLOCK == 0) {
+        kron_block_cols(z, wa, wb, a, b, m, y, 0, b);
+        return;
+    }
     /* m = Z Wb (a x b) */
     for (int i = 0; i < a; i++) {
         float *mi = m + (size_t)i * b;
@@ -32,42 +69,98 @@ static void kron_apply(const float *z, const float *wa, const float *wb, int a, 
     }
 }
 
-void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a)
+typedef struct kron_job {
+    const float *z, *wa, *wb;
+    int a, b;
+    float *m, *y;
+    void (*extra)(void *ctx); /* one more task, unrelated to the product (or NULL) */
+    void *extra_ctx;
+} kron_job;
+
+static void kron_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const kron_job *j = ctx;
+    if (task == j->b / KRON_BLOCK) {
+        j->extra(j->extra_ctx);
+        return;
+    }
+    kron_block_cols(j->z, j->wa, j->wb, j->a, j->b, j->m, j->y, task * KRON_BLOCK, (task + 1) * KRON_BLOCK);
+}
+
+/* kron_apply, its column blocks over the pool when there is one worth using */
+static void kron_run(nd_threadpool *pool, const float *z, const float *wa, const float *wb, int a, int b, float *m,
+                     float *y, void (*extra)(void *), void *extra_ctx)
+{
+    if (!pool || b % KRON_BLOCK != 0 || b / KRON_BLOCK < 2) {
+        kron_apply(z, wa, wb, a, b, m, y);
+        if (extra) extra(extra_ctx);
+        return;
+    }
+    kron_job j = {.z = z, .wa = wa, .wb = wb, .a = a, .b = b, .m = m, .y = y, .extra = extra, .extra_ctx = extra_ctx};
+    nd_threadpool_run(pool, b / KRON_BLOCK + (extra != NULL), kron_task, &j);
+}
+
+static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *), void *extra_ctx)
 {
     int d = a->d, N = a->hada_n, A = a->a, B = a->b_dim, rank = a->rank;
     float *x = a->z, *y = a->z + N, *m = a->z + 2 * N, *sm = a->z + 3 * N;
-    /* c = 1 + softmax(x cond_v) cond_u lives in y between steps, so compute
-     * it into m's tail first: m is only needed inside kron_apply. */
+    /* scratch: x, y and m (N floats each), then the rank gate weights sm */
     for (int t = 0; t < a->T; t++) {
         float *bt = a->b + (size_t)t * d;
         nd_cpu_rmsnorm(bt, d, a->norm, x);
         for (int i = d; i < N; i++) x[i] = 0.0f;
         /* the rank-`rank` softmax gate weights */
         float mx = -INFINITY;
-        for (int r = 0; r < rank; r++) {
-            float s = 0.0f;
-            for (int i = 0; i < d; i++) s += x[i] * a->cond_v[(size_t)i * rank + r];
-            sm[r] = s;
-            if (s > mx) mx = s;
-        }
+        if (rank % KRON_BLOCK == 0) /* sm[r] = sum over i of x[i] cond_v[i][r], KRON_BLOCK r at once */
+            kron_cols(x, 0, 1, a->cond_v, rank, 1, d, rank, sm, rank);
+        else
+            for (int r = 0; r < rank; r++) {
+                float s = 0.0f;
+                for (int i = 0; i < d; i++) s += x[i] * a->cond_v[(size_t)i * rank + r];
+                sm[r] = s;
+            }
+        for (int r = 0; r < rank; r++)
+            if (sm[r] > mx) mx = sm[r];
         float sum = 0.0f;
         for (int r = 0; r < rank; r++) sum += sm[r] = expf(sm[r] - mx);
         for (int r = 0; r < rank; r++) sm[r] /= sum;
         /* z = ((d1 x) K1)[p1] */
         for (int i = 0; i < N; i++) x[i] *= a->d1[i];
-        kron_apply(x, a->w1a, a->w1b, A, B, m, y);
+        kron_run(pool, x, a->w1a, a->w1b, A, B, m, y, t == 0 ? extra : NULL, extra_ctx);
         for (int i = 0; i < N; i++) x[i] = y[(int)a->p1[i]];
         /* z = (silu(d2 c z + b2) K2)[p2] */
-        for (int i = 0; i < N; i++) {
-            float c = 1.0f;
-            for (int r = 0; r < rank; r++) c += sm[r] * a->cond_u[(size_t)r * N + i];
-            x[i] = nd_siluf(a->d2[i] * c * x[i] + a->b2[i]);
+        /* c[i] = 1 + sum over r of sm[r] cond_u[r][i], into y (free until the next product),
+         * KRON_BLOCK values of i at once */
+        int i0 = 0;
+        for (; i0 + KRON_BLOCK <= N; i0 += KRON_BLOCK) {
+            float acc[KRON_BLOCK];
+            for (int l = 0; l < KRON_BLOCK; l++) acc[l] = 1.0f;
+            for (int r = 0; r < rank; r++) {
+                const float *u = a->cond_u + (size_t)r * N + i0;
+                for (int l = 0; l < KRON_BLOCK; l++) acc[l] += sm[r] * u[l];
+            }
+            for (int l = 0; l < KRON_BLOCK; l++) y[i0 + l] = acc[l];
         }
-        kron_apply(x, a->w2a, a->w2b, A, B, m, y);
+        for (; i0 < N; i0++) {
+            float c = 1.0f;
+            for (int r = 0; r < rank; r++) c += sm[r] * a->cond_u[(size_t)r * N + i0];
+            y[i0] = c;
+        }
+        for (int i = 0; i < N; i++) x[i] = nd_siluf(a->d2[i] * y[i] * x[i] + a->b2[i]);
+        kron_run(pool, x, a->w2a, a->w2b, A, B, m, y, NULL, NULL);
         for (int i = 0; i < N; i++) x[i] = y[(int)a->p2[i]];
         /* b += (d4 ((d3 z) K3))[0:d] */
         for (int i = 0; i < N; i++) x[i] *= a->d3[i];
-        kron_apply(x, a->w3a, a->w3b, A, B, m, y);
+        kron_run(pool, x, a->w3a, a->w3b, A, B, m, y, NULL, NULL);
         for (int i = 0; i < d; i++) bt[i] += a->d4[i] * y[i];
     }
+}
+
+void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a) { monarch_mlp(NULL, a, NULL, NULL); }
+
+void nd_cpu_monarch_mlp_pooled(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *),
+                               void *extra_ctx)
+{
+    monarch_mlp(pool, a, extra, extra_ctx);
 }

@@ -57,6 +57,10 @@ void nd_cpu_sigmoid_gate(float *x, const float *g, size_t n);
 void nd_cpu_hada_mlp(const nd_hada_mlp_args *a);
 void nd_cpu_mhc_pre(const nd_mhc_args *a);
 void nd_cpu_mhc_mix(const nd_mhc_args *a);
+/* mhc_mix in two steps: token t's doubly stochastic P (n x n: the residual map's logits through
+ * Sinkhorn), and the mix given every token's P ([T, n, n]; NULL: computed here) */
+void nd_cpu_mhc_res(const nd_mhc_args *a, int t, float *P);
+void nd_cpu_mhc_mix_res(const nd_mhc_args *a, const float *P);
 void nd_cpu_engram_taps(const float *taps, int ntaps, const float *const *src, int d, float *out);
 void nd_cpu_engram_gate(const float *u, const float *k, const float *v, int d, float *b, float *un, float *kn);
 void nd_cpu_lane_mean(const float *X, int T, int n, int d, float *out, size_t ld);
@@ -65,6 +69,10 @@ void nd_cpu_head_pool(const float *probes, int num_probes, int d, const float *c
 
 /* Needle 3 (cpu_monarch.c, cpu_probe_head.c) */
 void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a);
+/* the same, each token's three Kronecker products split by column blocks over the pool (decode);
+ * extra(extra_ctx), when given, runs once as one more task of the first product's job */
+void nd_cpu_monarch_mlp_pooled(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *),
+                               void *extra_ctx);
 void nd_cpu_probe_head(const nd_probe_head_args *a);
 
 static inline float nd_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
