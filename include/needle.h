@@ -105,7 +105,15 @@ typedef struct needle_session_options {
     uint64_t seed;               /* sampling seed */
     int strict;                  /* 1: withhold calls the grounding checks flag (ungrounded values or a
                                     negated request): they go to "suppressed_calls", function_calls is [] */
+    int grounded_decoding;       /* free-text argument values (strings whose schema has no enum, const,
+                                    pattern, format or length bounds) may only be copies - non-empty
+                                    substrings, ASCII case ignored - of what the conversation said (user
+                                    texts, tool results) and the system facts: a decode-time constraint.
+                                    1: on, -1: off, 0: the default, NEEDLE_GROUNDED_DECODING_DEFAULT */
 } needle_session_options;
+
+/* What grounded_decoding 0 means (1: on). */
+#define NEEDLE_GROUNDED_DECODING_DEFAULT 1
 
 int needle_session_open(needle_model *m, const needle_session_options *opt, needle_session **out,
                         needle_error *err);

@@ -249,6 +249,10 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->max_reasoning_tokens = opt->max_reasoning_tokens > 0 ? opt->max_reasoning_tokens : 64;
     s->seed = opt->seed;
     s->strict = opt->strict != 0;
+    if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
+                         opt->grounded_decoding);
+    s->grounded = opt->grounded_decoding == 0 ? NEEDLE_GROUNDED_DECODING_DEFAULT : opt->grounded_decoding > 0;
     nd_buf_init(&s->heard);
     s->prefix_len = -1;
     nd_ids_init(&s->pending);
@@ -384,6 +388,23 @@ done:
 
 /* ------------------------------------------------------------------ the turn */
 
+/* Grounded decoding: this turn's free string values may only copy what the
+ * conversation said (user texts, tool results) and the system facts. */
+static int set_copy_source(needle_session *s, needle_error *err)
+{
+    if (!s->grounded) return nd_grammar_copy_active(s->grammar) ? nd_grammar_set_copy_source(s->grammar, NULL, 0) : 0;
+    nd_buf b;
+    nd_buf_init(&b);
+    if (s->system) {
+        nd_buf_puts(&b, s->system);
+        nd_buf_putc(&b, '\n');
+    }
+    if (s->heard.data) nd_buf_append(&b, s->heard.data, s->heard.len);
+    int rc = b.oom ? NEEDLE_ENOMEM : nd_grammar_set_copy_source(s->grammar, b.data ? b.data : "", b.len);
+    nd_buf_free(&b);
+    return rc ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory building the copy source") : 0;
+}
+
 static int validate_text(const char *text, const char *what, needle_error *err)
 {
     if (!text) return nd_errorf(err, NEEDLE_EINVAL, "%s: NULL text", what);
@@ -442,6 +463,11 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     free(result_compact);
     if (rc) {
         s->pending.len = s->started ? keep_pending : 0;
+        return rc;
+    }
+    if ((rc = set_copy_source(s, err)) != 0) {
+        s->started = 0;
+        s->pending.len = 0;
         return rc;
     }
     int n_prefill = (int)s->pending.len;
