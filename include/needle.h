@@ -109,10 +109,13 @@ typedef struct needle_session_options {
                                     pattern, format or length bounds) may only be copies - non-empty
                                     substrings, ASCII case ignored - of what the conversation said (user
                                     texts, tool results) and the system facts: a decode-time constraint.
-                                    1: on, -1: off, 0: the default, NEEDLE_GROUNDED_DECODING_DEFAULT */
+                                    1: on, -1: off, 0: the default: NEEDLE_GROUNDED_DECODING_DEFAULT, but
+                                    off when strict is set (strict withholds calls with ungrounded values,
+                                    which copying makes rare).  A first turn that runs out of tokens under
+                                    the constraint is answered again without it (docs/envelope.md) */
 } needle_session_options;
 
-/* What grounded_decoding 0 means (1: on). */
+/* What grounded_decoding 0 means outside strict sessions (1: on). */
 #define NEEDLE_GROUNDED_DECODING_DEFAULT 1
 
 int needle_session_open(needle_model *m, const needle_session_options *opt, needle_session **out,

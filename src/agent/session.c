@@ -252,7 +252,9 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
         return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
                          opt->grounded_decoding);
-    s->grounded = opt->grounded_decoding == 0 ? NEEDLE_GROUNDED_DECODING_DEFAULT : opt->grounded_decoding > 0;
+    /* strict sessions default to free values: their withholding relies on the
+     * ungrounded-value flags that copying would make rare (docs/envelope.md) */
+    s->grounded = opt->grounded_decoding != 0 ? opt->grounded_decoding > 0 : s->strict ? 0 : NEEDLE_GROUNDED_DECODING_DEFAULT;
     nd_buf_init(&s->heard);
     s->prefix_len = -1;
     nd_ids_init(&s->pending);
@@ -458,6 +460,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     }
 
     /* prefill: the new turn's ids */
+    int first_turn = !s->started;
     size_t keep_pending = s->pending.len;
     rc = queue_turn(s, kind, text, err);
     free(result_compact);
@@ -485,6 +488,20 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&r.reasoning);
     nd_buf_init(&r.calls);
     rc = nd_decode_turn(s, max_new, &cells_ok, &r, err);
+    if (!rc && r.fail_code == NEEDLE_ELIMIT && s->grounded && first_turn && kind == ND_TURN_USER) {
+        /* Copying can push a small model off its track until it runs out of
+         * tokens (call after call of copied words).  The first turn of a
+         * conversation is answered again without the constraint: the cache
+         * then holds only that turn, so starting over loses nothing. */
+        nd_buf_free(&r.reasoning);
+        nd_buf_free(&r.calls);
+        s->started = 0;
+        s->pending.len = 0;
+        s->grounded = 0;
+        rc = nd_session_turn(s, kind, text, max_new_tokens, envelope, err);
+        s->grounded = 1;
+        return rc;
+    }
     if (!rc && !r.fail_code) {
         /* evaluate the closers now: the next turn starts from a complete cache,
          * and the head sees the whole call */

@@ -15,7 +15,7 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
             "                   [--max-new-tokens N] [--threads N] [--acts a8|float] [--show-failures N]\n"
-            "                   [--copy-values on|off]\n"
+            "                   [--copy-values on|off] [--strict]\n"
             "                   [--layout auto|2.0.8|2.0.15] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
@@ -27,7 +27,8 @@ static void usage(FILE *to)
             "row's own tools.  --model defaults to $NEEDLE_MODEL, then models/needle-default.cact.\n"
             "Malformed rows are reported on stderr and skipped;\n"
             "--show-failures N prints the first N wrong answers to stderr.\n"
-            "--copy-values on|off: grounded decoding, as `needle run --copy-values` (default on).\n"
+            "--copy-values on|off: grounded decoding, as `needle run --copy-values`.\n"
+            "--strict: answer as `needle run --strict` (withheld calls count as [] answers).\n"
             "--layout: the chat layout prompts are rendered in (as `needle run --layout`).\n");
 }
 
@@ -51,6 +52,8 @@ int cmd_eval(int argc, char **argv)
             o.tools_from_data = 1;
         } else if ((shared = cli_common_parse(&c, "eval", argc, argv, &i)) != 0) {
             bad = shared < 0;
+        } else if (!strcmp(argv[i], "--strict")) {
+            o.strict = 1;
         } else if ((v = cli_flag_value(argc, argv, &i, "--show-failures"))) {
             bad = cli_int("eval", "--show-failures", v, 0, 1 << 20, &o.show_failures);
         } else if (argv[i][0] == '-') {
