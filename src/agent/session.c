@@ -254,7 +254,8 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
                          opt->grounded_decoding);
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
-    s->grounded = opt->grounded_decoding != 0 ? opt->grounded_decoding > 0 : s->strict ? 0 : NEEDLE_GROUNDED_DECODING_DEFAULT;
+    if (opt->grounded_decoding != 0) s->grounded = opt->grounded_decoding > 0;
+    else s->grounded = s->strict ? 0 : NEEDLE_GROUNDED_DECODING_DEFAULT;
     nd_buf_init(&s->heard);
     s->prefix_len = -1;
     nd_ids_init(&s->pending);
@@ -394,7 +395,10 @@ done:
  * conversation said (user texts, tool results) and the system facts. */
 static int set_copy_source(needle_session *s, needle_error *err)
 {
-    if (!s->grounded) return nd_grammar_copy_active(s->grammar) ? nd_grammar_set_copy_source(s->grammar, NULL, 0) : 0;
+    if (!s->grounded) {
+        int rc = nd_grammar_copy_active(s->grammar) ? nd_grammar_set_copy_source(s->grammar, NULL, 0) : 0;
+        return rc ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory") : 0;
+    }
     nd_buf b;
     nd_buf_init(&b);
     if (s->system) {
@@ -492,7 +496,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         /* Copying can push a small model off its track until it runs out of
          * tokens (call after call of copied words).  The first turn of a
          * conversation is answered again without the constraint: the cache
-         * then holds only that turn, so starting over loses nothing. */
+         * then holds only that turn, so starting over loses nothing (a turn
+         * that fails both ways costs twice). */
         nd_buf_free(&r.reasoning);
         nd_buf_free(&r.calls);
         s->started = 0;
