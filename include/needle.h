@@ -105,7 +105,18 @@ typedef struct needle_session_options {
     uint64_t seed;               /* sampling seed */
     int strict;                  /* 1: withhold calls the grounding checks flag (ungrounded values or a
                                     negated request): they go to "suppressed_calls", function_calls is [] */
+    int grounded_decoding;       /* free-text argument values (strings whose schema has no enum, const,
+                                    pattern, format or length bounds) may only be copies - non-empty
+                                    substrings, ASCII case ignored - of what the conversation said (user
+                                    texts, tool results) and the system facts: a decode-time constraint.
+                                    1: on, -1: off, 0: the default: NEEDLE_GROUNDED_DECODING_DEFAULT, but
+                                    off when strict is set (strict withholds calls with ungrounded values,
+                                    which copying makes rare).  A first turn that runs out of tokens under
+                                    the constraint is answered again without it (docs/envelope.md) */
 } needle_session_options;
+
+/* What grounded_decoding 0 means outside strict sessions (1: on). */
+#define NEEDLE_GROUNDED_DECODING_DEFAULT 1
 
 int needle_session_open(needle_model *m, const needle_session_options *opt, needle_session **out,
                         needle_error *err);

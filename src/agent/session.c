@@ -249,6 +249,13 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->max_reasoning_tokens = opt->max_reasoning_tokens > 0 ? opt->max_reasoning_tokens : 64;
     s->seed = opt->seed;
     s->strict = opt->strict != 0;
+    if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
+                         opt->grounded_decoding);
+    /* strict sessions default to free values: their withholding relies on the
+     * ungrounded-value flags that copying would make rare (docs/envelope.md) */
+    if (opt->grounded_decoding != 0) s->grounded = opt->grounded_decoding > 0;
+    else s->grounded = s->strict ? 0 : NEEDLE_GROUNDED_DECODING_DEFAULT;
     nd_buf_init(&s->heard);
     s->prefix_len = -1;
     nd_ids_init(&s->pending);
@@ -384,6 +391,26 @@ done:
 
 /* ------------------------------------------------------------------ the turn */
 
+/* Grounded decoding: this turn's free string values may only copy what the
+ * conversation said (user texts, tool results) and the system facts. */
+static int set_copy_source(needle_session *s, needle_error *err)
+{
+    if (!s->grounded) {
+        int rc = nd_grammar_copy_active(s->grammar) ? nd_grammar_set_copy_source(s->grammar, NULL, 0) : 0;
+        return rc ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory") : 0;
+    }
+    nd_buf b;
+    nd_buf_init(&b);
+    if (s->system) {
+        nd_buf_puts(&b, s->system);
+        nd_buf_putc(&b, '\n');
+    }
+    if (s->heard.data) nd_buf_append(&b, s->heard.data, s->heard.len);
+    int rc = b.oom ? NEEDLE_ENOMEM : nd_grammar_set_copy_source(s->grammar, b.data ? b.data : "", b.len);
+    nd_buf_free(&b);
+    return rc ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory building the copy source") : 0;
+}
+
 static int validate_text(const char *text, const char *what, needle_error *err)
 {
     if (!text) return nd_errorf(err, NEEDLE_EINVAL, "%s: NULL text", what);
@@ -437,11 +464,17 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     }
 
     /* prefill: the new turn's ids */
+    int first_turn = !s->started;
     size_t keep_pending = s->pending.len;
     rc = queue_turn(s, kind, text, err);
     free(result_compact);
     if (rc) {
         s->pending.len = s->started ? keep_pending : 0;
+        return rc;
+    }
+    if ((rc = set_copy_source(s, err)) != 0) {
+        s->started = 0;
+        s->pending.len = 0;
         return rc;
     }
     int n_prefill = (int)s->pending.len;
@@ -459,6 +492,21 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&r.reasoning);
     nd_buf_init(&r.calls);
     rc = nd_decode_turn(s, max_new, &cells_ok, &r, err);
+    if (!rc && r.fail_code == NEEDLE_ELIMIT && s->grounded && first_turn && kind == ND_TURN_USER) {
+        /* Copying can push a small model off its track until it runs out of
+         * tokens (call after call of copied words).  The first turn of a
+         * conversation is answered again without the constraint: the cache
+         * then holds only that turn, so starting over loses nothing (a turn
+         * that fails both ways costs twice). */
+        nd_buf_free(&r.reasoning);
+        nd_buf_free(&r.calls);
+        s->started = 0;
+        s->pending.len = 0;
+        s->grounded = 0;
+        rc = nd_session_turn(s, kind, text, max_new_tokens, envelope, err);
+        s->grounded = 1;
+        return rc;
+    }
     if (!rc && !r.fail_code) {
         /* evaluate the closers now: the next turn starts from a complete cache,
          * and the head sees the whole call */

@@ -93,6 +93,8 @@ struct needle_session {
     int selected[ND_RETRIEVAL_TOP_K], n_selected; /* declared indices rendered now (retrieval only) */
     int keep_cells;        /* keep the turn's cells without a confidence head (heads training) */
     int strict;            /* withhold flagged calls (agent/grounding.h) */
+    int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
+                              facts (grammar.h, nd_grammar_set_copy_source), set anew each turn */
     nd_buf heard;          /* this conversation's user texts and tool results, for the grounding checks */
     char *last_request;    /* the latest user text (negation is judged on it) */
     nd_mask_cache *masks;

@@ -15,6 +15,7 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
             "                   [--max-new-tokens N] [--threads N] [--acts a8|float] [--show-failures N]\n"
+            "                   [--copy-values on|off] [--strict]\n"
             "                   [--layout auto|2.0.8|2.0.15] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
@@ -26,6 +27,8 @@ static void usage(FILE *to)
             "row's own tools.  --model defaults to $NEEDLE_MODEL, then models/needle-default.cact.\n"
             "Malformed rows are reported on stderr and skipped;\n"
             "--show-failures N prints the first N wrong answers to stderr.\n"
+            "--copy-values on|off: grounded decoding, as `needle run --copy-values`.\n"
+            "--strict: answer as `needle run --strict` (withheld calls count as [] answers).\n"
             "--layout: the chat layout prompts are rendered in (as `needle run --layout`).\n");
 }
 
@@ -34,7 +37,7 @@ int cmd_eval(int argc, char **argv)
     const char *data = NULL, *v;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS | CLI_LAYOUT |
-                                CLI_ACTS);
+                                CLI_ACTS | CLI_COPY_VALUES);
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
     o.report = stderr;
@@ -49,6 +52,8 @@ int cmd_eval(int argc, char **argv)
             o.tools_from_data = 1;
         } else if ((shared = cli_common_parse(&c, "eval", argc, argv, &i)) != 0) {
             bad = shared < 0;
+        } else if (!strcmp(argv[i], "--strict")) {
+            o.strict = 1;
         } else if ((v = cli_flag_value(argc, argv, &i, "--show-failures"))) {
             bad = cli_int("eval", "--show-failures", v, 0, 1 << 20, &o.show_failures);
         } else if (argv[i][0] == '-') {
@@ -76,6 +81,7 @@ int cmd_eval(int argc, char **argv)
     const char *model = cli_model_path(&c, "eval", &model_default);
     if (!model) return 2;
     o.max_new_tokens = c.max_new_tokens;
+    o.grounded_decoding = c.copy_values;
     mo.threads = c.threads;
     mo.layout = c.layout;
     mo.acts = c.acts;

@@ -233,6 +233,8 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     so.system = sys && sys->type == ND_JSON_STRING ? sys->str : NULL;
     so.tools_json = row_tools ? tb.data : o->tools_json;
     so.max_new_tokens = o->max_new_tokens;
+    so.grounded_decoding = o->grounded_decoding;
+    so.strict = o->strict;
     if (needle_session_open(m, &so, &s, &e2)) {
         /* tools the session refuses (bad JSON, a schema the grammar cannot
          * enforce) make the row unusable, not the model wrong */

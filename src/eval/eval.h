@@ -32,6 +32,8 @@ typedef struct nd_eval_opts {
     int tools_from_data;     /* 1: each row's own "tools" (required); 2: a row's own "tools" when it has
                                 them, else tools_json */
     int max_new_tokens;      /* 0: the session default */
+    int grounded_decoding;   /* needle_session_options.grounded_decoding (0: the default) */
+    int strict;              /* needle_session_options.strict */
     FILE *report;            /* malformed rows and (show_failures) wrong answers; may be NULL */
     int show_failures;       /* print up to this many wrong rows to report */
 } nd_eval_opts;

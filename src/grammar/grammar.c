@@ -10,7 +10,9 @@
  *
  * Frame fields per kind (nd_gframe.a/b/c, phase, aux):
  *   LITERAL  a candidate index (smallest matching), b bytes matched
- *   STRING   a DFA state, b code points so far, c partial code point, aux counters
+ *   STRING   a DFA state, b code points so far, c partial code point, aux counters;
+ *            a copied value (a free string under a copy source) skips its DFA,
+ *            which takes any text: a and b hold the copy state (copy_source.h)
  *   INTEGER  a sign, b:c magnitude (hi:lo), aux digits
  *   NUMBER   a sign | int digits<<8 | frac digits<<16, b:c mantissa (bounded only)
  *   ARRAY    a items so far
@@ -50,7 +52,9 @@ static void init_frame(const nd_grammar *g, nd_gframe *f, int node)
 {
     memset(f, 0, sizeof *f);
     f->node = (uint16_t)node;
-    if (g->nodes[node].kind == ND_G_STRING) f->a = (uint32_t)g->nodes[node].dfa.start;
+    /* a copied value starts at copy state 0 (copy_source.h) */
+    if (g->nodes[node].kind == ND_G_STRING && !(g->copy && g->nodes[node].copy_value))
+        f->a = (uint32_t)g->nodes[node].dfa.start;
 }
 
 /* Push `node` on t (the caller checked it fits). */
@@ -97,10 +101,13 @@ static int step_literal(const nd_gnode *n, nd_gframe *f, unsigned char byte)
 
 /* ------------------------------------------------------------ string */
 
-/* Some code point in [lo, hi] leads from the frame's DFA state to a viable state. */
-static int range_viable(const nd_gnode *n, const nd_gframe *f, uint32_t lo, uint32_t hi)
+/* Some code point in [lo, hi] leads from the frame's DFA state to a viable
+ * state, or for a copied value (cs set: a free string, whose DFA takes every
+ * code point and which has no bounds) continues the copy. */
+static int range_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f, uint32_t lo, uint32_t hi)
 {
     if (lo > hi) return 0;
+    if (cs) return nd_copy_range_viable(cs, f->a, f->b, lo, hi);
     const nd_dfa *d = &n->dfa;
     int32_t s = (int32_t)f->a;
     for (int32_t e = d->edge_start[s]; e < d->edge_start[s + 1]; e++) {
@@ -112,14 +119,18 @@ static int range_viable(const nd_gnode *n, const nd_gframe *f, uint32_t lo, uint
     return 0;
 }
 
-static int emit_cp(const nd_gnode *n, nd_gframe *f, uint32_t cp)
+static int emit_cp(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f, uint32_t cp)
 {
-    int32_t t = nd_dfa_step(&n->dfa, (int32_t)f->a, cp);
-    if (t < 0 || !nd_string_viable(n, t, f->b + 1)) return ST_DEAD;
-    f->a = (uint32_t)t;
-    /* free strings do not count: equal positions then have equal states, so a
-     * long free text reuses one cached mask */
-    if (!n->free_string) f->b++;
+    if (cs) {
+        if (nd_copy_step(cs, &f->a, &f->b, cp) < 0) return ST_DEAD;
+    } else {
+        int32_t t = nd_dfa_step(&n->dfa, (int32_t)f->a, cp);
+        if (t < 0 || !nd_string_viable(n, t, f->b + 1)) return ST_DEAD;
+        f->a = (uint32_t)t;
+        /* free strings do not count: equal positions then have equal states, so a
+         * long free text reuses one cached mask */
+        if (!n->free_string) f->b++;
+    }
     f->c = 0;
     f->aux = 0;
     f->phase = S_BODY;
@@ -136,37 +147,37 @@ static int hexval(unsigned char c)
 
 /* Code points whose \uXXXX spelling starts with the k hex digits v: the plain
  * ones, plus (for high surrogates) the supplementary ones their pairs encode. */
-static int hex_prefix_viable(const nd_gnode *n, const nd_gframe *f, uint32_t v, int k)
+static int hex_prefix_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f, uint32_t v, int k)
 {
     int sh = 4 * (4 - k);
     uint32_t lo = v << sh, hi = ((v + 1) << sh) - 1;
-    if (range_viable(n, f, lo, hi < 0xD7FF ? hi : 0xD7FF)) return 1;
-    if (range_viable(n, f, lo > 0xE000 ? lo : 0xE000, hi)) return 1;
+    if (range_viable(n, cs, f, lo, hi < 0xD7FF ? hi : 0xD7FF)) return 1;
+    if (range_viable(n, cs, f, lo > 0xE000 ? lo : 0xE000, hi)) return 1;
     uint32_t slo = lo > 0xD800 ? lo : 0xD800, shi = hi < 0xDBFF ? hi : 0xDBFF;
     if (slo <= shi)
-        return range_viable(n, f, 0x10000 + ((slo - 0xD800) << 10), 0x10000 + ((shi - 0xD800) << 10) + 0x3FF);
+        return range_viable(n, cs, f, 0x10000 + ((slo - 0xD800) << 10), 0x10000 + ((shi - 0xD800) << 10) + 0x3FF);
     return 0;
 }
 
-static int utf8_check(const nd_gnode *n, nd_gframe *f, uint32_t v, int total, int remaining)
+static int utf8_check(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f, uint32_t v, int total, int remaining)
 {
     static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
     static const uint32_t max_cp[5] = {0, 0, 0x7FF, 0xFFFF, 0x10FFFF};
     if (remaining == 0) {
         if (v < min_cp[total] || v > max_cp[total]) return ST_DEAD;
-        return emit_cp(n, f, v);
+        return emit_cp(n, cs, f, v);
     }
     uint32_t lo = v << (6 * remaining), hi = lo | ((1u << (6 * remaining)) - 1);
     if (lo < min_cp[total]) lo = min_cp[total];
     if (hi > max_cp[total]) hi = max_cp[total];
-    if (!range_viable(n, f, lo, hi)) return ST_DEAD; /* also refuses overlongs and surrogates */
+    if (!range_viable(n, cs, f, lo, hi)) return ST_DEAD; /* also refuses overlongs and surrogates */
     f->phase = S_UTF8;
     f->aux = (uint8_t)((total << 4) | remaining);
     f->c = v;
     return ST_CONSUMED;
 }
 
-static int step_string(const nd_gnode *n, nd_gframe *f, unsigned char byte)
+static int step_string(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f, unsigned char byte)
 {
     switch (f->phase) {
     case S_OPEN:
@@ -175,36 +186,38 @@ static int step_string(const nd_gnode *n, nd_gframe *f, unsigned char byte)
         return ST_CONSUMED;
     case S_BODY:
         if (byte == '"') {
-            if (!n->dfa.accept[f->a] || f->b < n->min_len || f->b > n->max_len) return ST_DEAD;
+            if (cs ? !nd_copy_can_end(cs, f->a, f->b) /* never empty, and at a word end */
+                   : !n->dfa.accept[f->a] || f->b < n->min_len || f->b > n->max_len)
+                return ST_DEAD;
             f->phase = S_DONE;
             return ST_CONSUMED;
         }
         if (byte == '\\') {
-            if (!range_viable(n, f, 0, 0x10FFFF)) return ST_DEAD;
+            if (!range_viable(n, cs, f, 0, 0x10FFFF)) return ST_DEAD;
             f->phase = S_ESC;
             return ST_CONSUMED;
         }
         if (byte < 0x20) return ST_DEAD;
-        if (byte < 0x80) return emit_cp(n, f, byte);
-        if (byte >= 0xC2 && byte <= 0xDF) return utf8_check(n, f, byte & 0x1F, 2, 1);
-        if (byte >= 0xE0 && byte <= 0xEF) return utf8_check(n, f, byte & 0x0F, 3, 2);
-        if (byte >= 0xF0 && byte <= 0xF4) return utf8_check(n, f, byte & 0x07, 4, 3);
+        if (byte < 0x80) return emit_cp(n, cs, f, byte);
+        if (byte >= 0xC2 && byte <= 0xDF) return utf8_check(n, cs, f, byte & 0x1F, 2, 1);
+        if (byte >= 0xE0 && byte <= 0xEF) return utf8_check(n, cs, f, byte & 0x0F, 3, 2);
+        if (byte >= 0xF0 && byte <= 0xF4) return utf8_check(n, cs, f, byte & 0x07, 4, 3);
         return ST_DEAD;
     case S_UTF8: {
         if ((byte & 0xC0) != 0x80) return ST_DEAD;
         int total = f->aux >> 4, remaining = (f->aux & 15) - 1;
-        return utf8_check(n, f, (f->c << 6) | (byte & 0x3F), total, remaining);
+        return utf8_check(n, cs, f, (f->c << 6) | (byte & 0x3F), total, remaining);
     }
     case S_ESC:
         switch (byte) {
-        case '"': return emit_cp(n, f, '"');
-        case '\\': return emit_cp(n, f, '\\');
-        case '/': return emit_cp(n, f, '/');
-        case 'b': return emit_cp(n, f, 8);
-        case 'f': return emit_cp(n, f, 12);
-        case 'n': return emit_cp(n, f, 10);
-        case 'r': return emit_cp(n, f, 13);
-        case 't': return emit_cp(n, f, 9);
+        case '"': return emit_cp(n, cs, f, '"');
+        case '\\': return emit_cp(n, cs, f, '\\');
+        case '/': return emit_cp(n, cs, f, '/');
+        case 'b': return emit_cp(n, cs, f, 8);
+        case 'f': return emit_cp(n, cs, f, 12);
+        case 'n': return emit_cp(n, cs, f, 10);
+        case 'r': return emit_cp(n, cs, f, 13);
+        case 't': return emit_cp(n, cs, f, 9);
         case 'u':
             f->phase = S_HEX;
             f->aux = 0;
@@ -218,21 +231,21 @@ static int step_string(const nd_gnode *n, nd_gframe *f, unsigned char byte)
         uint32_t v = f->c * 16 + (uint32_t)h;
         int k = f->aux + 1;
         if (k < 4) {
-            if (!hex_prefix_viable(n, f, v, k)) return ST_DEAD;
+            if (!hex_prefix_viable(n, cs, f, v, k)) return ST_DEAD;
             f->c = v;
             f->aux = (uint8_t)k;
             return ST_CONSUMED;
         }
         if (v >= 0xDC00 && v <= 0xDFFF) return ST_DEAD; /* a lone low surrogate */
         if (v >= 0xD800 && v <= 0xDBFF) {
-            if (!range_viable(n, f, 0x10000 + ((v - 0xD800) << 10), 0x10000 + ((v - 0xD800) << 10) + 0x3FF))
+            if (!range_viable(n, cs, f, 0x10000 + ((v - 0xD800) << 10), 0x10000 + ((v - 0xD800) << 10) + 0x3FF))
                 return ST_DEAD;
             f->phase = S_LOW_BS;
             f->c = v;
             f->aux = 0;
             return ST_CONSUMED;
         }
-        return emit_cp(n, f, v);
+        return emit_cp(n, cs, f, v);
     }
     case S_LOW_BS:
         if (byte != '\\') return ST_DEAD;
@@ -254,8 +267,8 @@ static int step_string(const nd_gnode *n, nd_gframe *f, unsigned char byte)
         if (hi > 0xDFFF) hi = 0xDFFF;
         if (lo > hi) return ST_DEAD;
         uint32_t base = 0x10000 + ((high - 0xD800) << 10);
-        if (k == 4) return emit_cp(n, f, base + (low - 0xDC00));
-        if (!range_viable(n, f, base + (lo - 0xDC00), base + (hi - 0xDC00))) return ST_DEAD;
+        if (k == 4) return emit_cp(n, cs, f, base + (low - 0xDC00));
+        if (!range_viable(n, cs, f, base + (lo - 0xDC00), base + (hi - 0xDC00))) return ST_DEAD;
         f->c = (high << 16) | low;
         f->aux = (uint8_t)k;
         return ST_CONSUMED;
@@ -644,7 +657,7 @@ static int step_top(const nd_grammar *g, tstack *t, unsigned char byte)
     const nd_gnode *n = node_of(g, f);
     switch (n->kind) {
     case ND_G_LITERAL: return step_literal(n, f, byte);
-    case ND_G_STRING: return f->phase == S_DONE ? ST_POP : step_string(n, f, byte);
+    case ND_G_STRING: return f->phase == S_DONE ? ST_POP : step_string(n, n->copy_value ? g->copy : NULL, f, byte);
     case ND_G_INTEGER: return step_integer(n, f, byte);
     case ND_G_NUMBER: return step_number(n, f, byte);
     case ND_G_ARRAY: return f->phase == P_DONE ? ST_POP : step_array(g, n, t, byte);
@@ -739,6 +752,22 @@ int nd_grammar_compile_subset(const nd_json *tools_array, const int *indices, si
 }
 
 void nd_grammar_free(nd_grammar *g) { nd_schema_free(g); }
+
+int nd_grammar_set_copy_source(nd_grammar *g, const char *text, size_t len)
+{
+    nd_copy_source *c = NULL;
+    if (text) {
+        int rc = nd_copy_source_build(text, len, &c);
+        if (rc) return rc;
+    }
+    nd_copy_source_free(g->copy);
+    g->copy = c;
+    g->copy_gen++;
+    return 0;
+}
+
+int nd_grammar_copy_active(const nd_grammar *g) { return g->copy != NULL; }
+uint32_t nd_grammar_copy_generation(const nd_grammar *g) { return g->copy_gen; }
 
 size_t nd_grammar_tool_count(const nd_grammar *g) { return g->n_tools; }
 const char *nd_grammar_tool_name(const nd_grammar *g, size_t i) { return i < g->n_tools ? g->tool_names[i] : NULL; }

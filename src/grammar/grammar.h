@@ -52,6 +52,21 @@ int nd_grammar_compile_subset(const nd_json *tools_array, const int *indices, si
                               needle_error *err);
 void nd_grammar_free(nd_grammar *g);
 
+/* Grounded decoding: from now on every free string value (a string the
+ * schema leaves free: no enum/const, pattern, format or length bounds; not a
+ * map key) may only be a non-empty substring of text[0..len), matched
+ * case-insensitively for ASCII letters; characters JSON must escape are never
+ * copied (copy_source.h).  text NULL turns it off; so does a text with nothing
+ * to copy, which keeps every state completable (a required free string must
+ * have at least one character to copy).  States made before the call are
+ * meaningless after it: start again.  Returns 0 or NEEDLE_ENOMEM (the grammar
+ * is then unchanged). */
+int nd_grammar_set_copy_source(nd_grammar *g, const char *text, size_t len);
+int nd_grammar_copy_active(const nd_grammar *g);
+/* Changes at every nd_grammar_set_copy_source: equal states of different
+ * generations are different states (mask caches compare it). */
+uint32_t nd_grammar_copy_generation(const nd_grammar *g);
+
 /* Number of tools the grammar accepts, and their names (as declared). */
 size_t nd_grammar_tool_count(const nd_grammar *g);
 const char *nd_grammar_tool_name(const nd_grammar *g, size_t i);

@@ -88,6 +88,7 @@ void nd_schema_free(nd_grammar *g)
     free(g->nodes);
     for (size_t i = 0; i < g->n_tools; i++) free(g->tool_names[i]);
     free(g->tool_names);
+    nd_copy_source_free(g->copy);
     free(g);
 }
 
@@ -392,6 +393,7 @@ static int build_string(ctx *c, const nd_json *s, const char *path)
     } else {
         if (nd_dfa_any(&n->dfa) < 0) return nd_errorf(c->err, NEEDLE_ENOMEM, "%s: out of memory", path);
         n->free_string = mn == 0 && !has_mx;
+        n->copy_value = n->free_string;
     }
     rc = string_node_from_dfa(c, id, path);
     return rc < 0 ? rc : id;

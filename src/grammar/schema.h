@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar/copy_source.h"
 #include "grammar/grammar.h"
 #include "grammar/regex.h"
 
@@ -70,6 +71,8 @@ typedef struct nd_gnode {
     nd_dfa dfa;
     uint32_t min_len, max_len; /* max_len UINT32_MAX: unbounded */
     int free_string;           /* any text, no bounds: every state viable */
+    int copy_value;            /* a free string value the schema compiled (not a map key or "any JSON"
+                                  string): grounded decoding limits it to copies of the copy source */
     uint64_t *lens;            /* per DFA state, bitset of completion lengths 0..lens_cap (top bit: >= cap) */
     uint32_t lens_cap, lens_words;
 
@@ -106,6 +109,10 @@ struct nd_grammar {
     int root;          /* the top-level array */
     char **tool_names;
     size_t n_tools;
+    /* grounded decoding (copy_source.h): NULL when off; copy_gen changes with
+     * every nd_grammar_set_copy_source, so mask caches know their states are stale */
+    nd_copy_source *copy;
+    uint32_t copy_gen;
 };
 
 /* Build the grammar for tools[indices[i]] (all tools when indices is NULL). */

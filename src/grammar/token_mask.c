@@ -181,6 +181,7 @@ struct nd_mask_cache {
     cache_entry *entries;
     int cap; /* power of two */
     uint64_t clock, hits, misses;
+    uint32_t copy_gen;        /* the grammar's copy generation the entries were made under */
     nd_grammar_state *scratch;
     uint8_t *keybuf;
 };
@@ -195,6 +196,7 @@ int nd_mask_cache_new(const nd_grammar *g, const nd_token_trie *trie, int capaci
     if (!c) return nd_errorf(err, NEEDLE_ENOMEM, "mask cache: out of memory");
     c->g = g;
     c->t = trie;
+    c->copy_gen = nd_grammar_copy_generation(g);
     c->cap = cap;
     c->entries = calloc((size_t)cap, sizeof *c->entries);
     c->scratch = malloc((trie->max_len + 1) * sizeof *c->scratch);
@@ -228,8 +230,21 @@ static uint64_t fnv(const uint8_t *p, size_t n)
     return h;
 }
 
+/* A new copy source gives the same state bytes another meaning: forget them all. */
+static void forget_entries(nd_mask_cache *c)
+{
+    for (int i = 0; i < c->cap; i++) {
+        free(c->entries[i].key);
+        c->entries[i].key = NULL;
+        c->entries[i].key_len = 0;
+        c->entries[i].stamp = 0;
+    }
+    c->copy_gen = nd_grammar_copy_generation(c->g);
+}
+
 const uint32_t *nd_mask_cache_get(nd_mask_cache *c, const nd_grammar_state *s)
 {
+    if (c->copy_gen != nd_grammar_copy_generation(c->g)) forget_entries(c);
     size_t kl = nd_grammar_state_key(s, c->keybuf);
     uint64_t h = fnv(c->keybuf, kl);
     /* two-way set: slot h and its neighbour; replace the least recently used */

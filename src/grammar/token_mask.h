@@ -37,7 +37,9 @@ size_t nd_token_mask_words(const nd_token_trie *t);
 int nd_token_mask(const nd_grammar *g, const nd_grammar_state *s, const nd_token_trie *trie, uint32_t *bitmask);
 
 /* A cache of masks by exact grammar state, for one (grammar, trie) pair: states
- * recur (the start of every call, positions inside enums, free strings). */
+ * recur (the start of every call, positions inside enums, free strings).  A
+ * new copy source on the grammar (nd_grammar_set_copy_source) empties it at
+ * the next get, since the same state bytes then mean another position. */
 typedef struct nd_mask_cache nd_mask_cache;
 int nd_mask_cache_new(const nd_grammar *g, const nd_token_trie *trie, int capacity, nd_mask_cache **out,
                       needle_error *err);

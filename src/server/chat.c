@@ -170,6 +170,7 @@ void nd_chat_completions(const nd_request *rq, nd_reply *r)
         so.top_p = q.top_p;
         so.seed = q.seed;
         so.strict = q.strict;
+        so.grounded_decoding = q.copy_values;
         rc = needle_session_open(srv->cfg->model, &so, &s, &err);
         if (!rc && results) {
             /* a history the server did not answer: replay its last user request */

@@ -3,7 +3,9 @@
  * The input is split at the first NUL: before it, a JSON document compiled both
  * as a tools array and as a single schema; after it, bytes fed to the automaton.
  * Nothing may crash, and every state reached must leave some byte allowed or
- * be complete (the automaton's no-dead-end promise). */
+ * be complete (the automaton's no-dead-end promise).  The tools grammar is
+ * driven twice: as declared, and with the output bytes also as its copy source
+ * (grounded decoding), so free strings must be copies of hostile text. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nd_grammar *g = NULL;
     if (nd_grammar_compile(doc, &g, &err) == 0) {
         drive(g, rest, rlen);
+        if (nd_grammar_set_copy_source(g, (const char *)rest, rlen) == 0) drive(g, rest, rlen);
         nd_grammar_free(g);
     }
     if (nd_schema_compile_value(doc, "schema", &g, &err) == 0) {
