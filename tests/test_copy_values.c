@@ -12,6 +12,7 @@
 #include "grammar/schema.h"
 #include "grammar/token_mask.h"
 #include "check.h"
+#include "synthetic_vocab.h"
 #include "core/json.h"
 
 static const char *LIGHTS =
@@ -211,28 +212,12 @@ static void test_mask_cache_across_sources(void)
     nd_grammar *g = tools_grammar(LIGHTS);
     if (!g) { CHECK(0); return; }
     static const char *multi[] = {"kitchen", "Tobi", "'s", " bedroom", "hall", "\",\"on\":", "true}}]", "lamp"};
-    int nm = (int)(sizeof multi / sizeof *multi), n = 256 + nm;
-    int *ids = malloc((size_t)n * sizeof *ids);
-    const char **bytes = malloc((size_t)n * sizeof *bytes);
-    size_t *lens = malloc((size_t)n * sizeof *lens);
-    static char singles[256];
-    for (int b = 0; b < 256; b++) {
-        singles[b] = (char)b;
-        ids[b] = b;
-        bytes[b] = &singles[b];
-        lens[b] = 1;
-    }
-    for (int i = 0; i < nm; i++) {
-        ids[256 + i] = 256 + i;
-        bytes[256 + i] = multi[i];
-        lens[256 + i] = strlen(multi[i]);
-    }
-    nd_token_trie *trie = NULL;
+    synthetic_vocab voc = synthetic_vocab_build(multi, (int)(sizeof multi / sizeof *multi));
+    nd_token_trie *trie = voc.trie;
     needle_error err = {0};
     nd_mask_cache *cache = NULL;
-    CHECK(nd_token_trie_build(ids, bytes, lens, (size_t)n, n, &trie, &err) == 0);
     CHECK(trie && nd_mask_cache_new(g, trie, 16, &cache, &err) == 0);
-    if (!cache) { nd_token_trie_free(trie); free(ids); free(bytes); free(lens); nd_grammar_free(g); return; }
+    if (!cache) { synthetic_vocab_free(&voc); nd_grammar_free(g); return; }
     uint32_t *fresh = calloc(nd_token_mask_words(trie), sizeof *fresh);
     const char *pre = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"";
     static const char *turns[] = {"turn off the kitchen lights", "lights on in Tobi's bedroom", "kitchen again"};
@@ -250,10 +235,7 @@ static void test_mask_cache_across_sources(void)
     }
     free(fresh);
     nd_mask_cache_free(cache);
-    nd_token_trie_free(trie);
-    free(ids);
-    free(bytes);
-    free(lens);
+    synthetic_vocab_free(&voc);
     nd_grammar_free(g);
 }
 

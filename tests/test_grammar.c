@@ -10,6 +10,7 @@
 #include "grammar/schema.h"
 #include "grammar/token_mask.h"
 #include "check.h"
+#include "synthetic_vocab.h"
 #include "core/json.h"
 #include "io/spm_model.h"
 
@@ -266,25 +267,13 @@ static void test_token_mask_synthetic(void)
     /* vocabulary: all single bytes, then some multi-byte strings */
     static const char *multi[] = {"[{", "{\"name\":\"", "ping", "get_weather", "\",\"arguments\":{", "}}]", "[]",
                                   "\"city\":\"", " ", "abc", "\xc3\xa9", "1", "14", "15"};
-    int nm = (int)(sizeof multi / sizeof *multi), n = 256 + nm;
-    int *ids = malloc((size_t)n * sizeof *ids);
-    const char **bytes = malloc((size_t)n * sizeof *bytes);
-    size_t *lens = malloc((size_t)n * sizeof *lens);
-    static char singles[256];
-    for (int b = 0; b < 256; b++) {
-        singles[b] = (char)b;
-        ids[b] = b;
-        bytes[b] = &singles[b];
-        lens[b] = 1;
-    }
-    for (int i = 0; i < nm; i++) {
-        ids[256 + i] = 256 + i;
-        bytes[256 + i] = multi[i];
-        lens[256 + i] = strlen(multi[i]);
-    }
-    nd_token_trie *trie = NULL;
+    synthetic_vocab voc = synthetic_vocab_build(multi, (int)(sizeof multi / sizeof *multi));
+    if (!voc.trie) { synthetic_vocab_free(&voc); nd_grammar_free(g); return; }
+    int n = voc.n;
+    const char **bytes = voc.bytes;
+    const size_t *lens = voc.lens;
+    nd_token_trie *trie = voc.trie;
     needle_error err = {0};
-    CHECK(nd_token_trie_build(ids, bytes, lens, (size_t)n, n, &trie, &err) == 0);
     uint32_t *mask = calloc(nd_token_mask_words(trie), sizeof *mask);
     nd_grammar_state s;
     nd_grammar_start(g, &s);
@@ -326,10 +315,7 @@ static void test_token_mask_synthetic(void)
     CHECK(m2 == m1 && hits == 1 && misses == 1);
     nd_mask_cache_free(cache);
     free(mask);
-    nd_token_trie_free(trie);
-    free(ids);
-    free(bytes);
-    free(lens);
+    synthetic_vocab_free(&voc);
     nd_grammar_free(g);
 }
 
