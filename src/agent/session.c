@@ -242,6 +242,9 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     if (opt->system && nd_utf8_first_invalid(opt->system, strlen(opt->system)) != strlen(opt->system))
         return nd_errorf(err, NEEDLE_EUTF8, "system: invalid UTF-8 at byte %zu",
                          nd_utf8_first_invalid(opt->system, strlen(opt->system)));
+    if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
+                         opt->grounded_decoding);
     needle_session *s = calloc(1, sizeof *s);
     if (!s) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory");
     s->model = m;
@@ -249,9 +252,6 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->max_reasoning_tokens = opt->max_reasoning_tokens > 0 ? opt->max_reasoning_tokens : 64;
     s->seed = opt->seed;
     s->strict = opt->strict != 0;
-    if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
-        return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
-                         opt->grounded_decoding);
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
     if (opt->grounded_decoding != 0) s->grounded = opt->grounded_decoding > 0;
