@@ -12,6 +12,7 @@
 #include "grammar/schema.h"
 #include "grammar/token_mask.h"
 #include "check.h"
+#include "grammar_check.h"
 #include "synthetic_vocab.h"
 #include "core/json.h"
 
@@ -23,25 +24,6 @@ static const char *LIGHTS =
     "\"short\":{\"type\":\"string\",\"maxLength\":3},"
     "\"extra\":{\"type\":\"object\"}},"
     "\"required\":[\"room\",\"on\"]}}]";
-
-static nd_grammar *tools_grammar(const char *json)
-{
-    nd_json *doc = NULL;
-    needle_error err = {0};
-    if (nd_json_parse(json, strlen(json), "test", &doc, &err) < 0) return NULL;
-    nd_grammar *g = NULL;
-    if (nd_grammar_compile(doc, &g, &err) < 0) fprintf(stderr, "  compile: %s\n", err.message);
-    nd_json_free(doc);
-    return g;
-}
-
-static int accepts(const nd_grammar *g, const char *text)
-{
-    nd_grammar_state s;
-    nd_grammar_start(g, &s);
-    if (nd_grammar_advance(g, &s, text, strlen(text)) < 0) return 0;
-    return nd_grammar_complete(g, &s);
-}
 
 /* The call list with room set to the JSON string body `room`. */
 static int room_ok(const nd_grammar *g, const char *room)

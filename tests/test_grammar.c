@@ -10,24 +10,10 @@
 #include "grammar/schema.h"
 #include "grammar/token_mask.h"
 #include "check.h"
+#include "grammar_check.h"
 #include "synthetic_vocab.h"
 #include "core/json.h"
 #include "io/spm_model.h"
-
-static nd_grammar *tools_grammar(const char *json)
-{
-    nd_json *doc = NULL;
-    needle_error err = {0};
-    if (nd_json_parse(json, strlen(json), "test", &doc, &err) < 0) {
-        fprintf(stderr, "  json: %s\n", err.message);
-        return NULL;
-    }
-    nd_grammar *g = NULL;
-    int rc = nd_grammar_compile(doc, &g, &err);
-    if (rc < 0) fprintf(stderr, "  compile: %s\n", err.message);
-    nd_json_free(doc);
-    return g;
-}
 
 static nd_grammar *value_grammar(const char *json)
 {
@@ -38,15 +24,6 @@ static nd_grammar *value_grammar(const char *json)
     if (nd_schema_compile_value(doc, "schema", &g, &err) < 0) fprintf(stderr, "  compile: %s\n", err.message);
     nd_json_free(doc);
     return g;
-}
-
-/* 1 when the whole text is accepted and complete. */
-static int accepts(const nd_grammar *g, const char *text)
-{
-    nd_grammar_state s;
-    nd_grammar_start(g, &s);
-    if (nd_grammar_advance(g, &s, text, strlen(text)) < 0) return 0;
-    return nd_grammar_complete(g, &s);
 }
 
 /* 1 when the text is a viable prefix (accepted so far, complete or not). */

@@ -4,6 +4,7 @@
 #include "grammar/grammar.h"
 #include "grammar/schema.h"
 #include "check.h"
+#include "grammar_check.h"
 #include "core/buf.h"
 #include "core/json.h"
 
@@ -106,13 +107,6 @@ static void test_subset(void)
 /* Many properties compile in linear time (issue 20, D2: 10,000 properties took
  * seconds, then hours in decoding): "required" in any order still marks the
  * right keys, and a key declared by two allOf members is still refused. */
-static int accepts(const nd_grammar *g, const char *text)
-{
-    nd_grammar_state st;
-    nd_grammar_start(g, &st);
-    return nd_grammar_advance(g, &st, text, strlen(text)) == 0 && nd_grammar_complete(g, &st);
-}
-
 static void test_many_properties(void)
 {
     enum { N = 3000 };
