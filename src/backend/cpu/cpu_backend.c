@@ -208,6 +208,9 @@ typedef struct token_job {
     void (*mhc_fn)(const nd_mhc_args *a);
 } token_job;
 
+/* How many of a job's T tokens the task starting at token t0 takes. */
+static int task_tokens(int T, int t0) { return T - t0 < TOKENS_PER_TASK ? T - t0 : TOKENS_PER_TASK; }
+
 static void token_task(void *ctx, int task, int thread)
 {
     (void)thread;
@@ -216,7 +219,7 @@ static void token_task(void *ctx, int task, int thread)
     if (j->monarch) {
         nd_monarch_mlp_args a = *j->monarch;
         float z[MONARCH_MAX_SCRATCH];
-        a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+        a.T = task_tokens(a.T, t0);
         a.b += (size_t)t0 * (size_t)a.d;
         a.z = z;
         nd_cpu_monarch_mlp(&a);
@@ -225,7 +228,7 @@ static void token_task(void *ctx, int task, int thread)
     if (j->mlp) {
         nd_hada_mlp_args a = *j->mlp;
         float z[MLP_MAX_HADA];
-        a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+        a.T = task_tokens(a.T, t0);
         a.b += (size_t)t0 * (size_t)a.d;
         a.z = z;
         nd_cpu_hada_mlp(&a);
@@ -233,7 +236,7 @@ static void token_task(void *ctx, int task, int thread)
     }
     nd_mhc_args a = *j->mhc;
     size_t n = (size_t)a.n, d = (size_t)a.d, t = (size_t)t0;
-    a.T = a.T - t0 < TOKENS_PER_TASK ? a.T - t0 : TOKENS_PER_TASK;
+    a.T = task_tokens(a.T, t0);
     a.X += t * n * d;
     a.phi_pre += t * n;
     a.phi_post += t * n;
