@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/json.h"
 #include "needle.h"
+#include "text/tokenizer.h"
 
 #define MODEL "tests/golden/tiny_w4.cact" /* max_seq_len 512, a contrastive head */
 #define SMALL_TOOLS "[{\"name\":\"lights\",\"parameters\":{\"type\":\"object\",\"properties\":{\"on\":{\"type\":\"boolean\"}},\"required\":[\"on\"]}}]"
@@ -251,6 +252,69 @@ static void test_retrieval_narrows_to_fit(void)
     needle_model_close(m);
 }
 
+/* A further request that would carry the positions past max_seq_len (less
+ * ND_ANSWER_RESERVE for the answer) starts a new conversation at fresh
+ * positions with the tools already selected; one that fits goes on in the
+ * same cache. */
+static void test_follow_up_past_context_starts_over(void)
+{
+    needle_model *m = open_model();
+    if (!m) return;
+    char *tools = catalogue_of(8, -1, 480); /* retrieval: a pinned block near the limit */
+    needle_session *s = NULL;
+    needle_error err = {0};
+    CHECKF(tools && open_session(m, NULL, tools, &s, &err) == 0, "%s", err.message);
+    int restarts = 0, continued = 0;
+    for (int turn = 0; s && turn < 6; turn++) {
+        const char *q = turn ? "and what about the music in the kitchen" : "what is the weather in paris";
+        int was_started = s->started, pos = was_started ? nd_state_position(s->st) : 0;
+        int n_sel = s->n_selected, sel[ND_RETRIEVAL_TOP_K];
+        memcpy(sel, s->selected, sizeof sel);
+        nd_ids seg;
+        nd_ids_init(&seg);
+        nd_buf b;
+        nd_buf_init(&b);
+        nd_buf_printf(&b, "\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", q);
+        CHECK(nd_tokenizer_encode(m->tok, b.data, b.len, &seg, &err) == 0);
+        int outgrows = pos + (int)s->pending.len + (int)seg.len + ND_ANSWER_RESERVE > 512;
+        char *env = NULL;
+        CHECKF(needle_session_send(s, q, &env, &err) == 0, "%s", err.message);
+        needle_free(env);
+        if (was_started && outgrows) {
+            restarts++;
+            /* the conversation started over after its pinned block, with the same tools */
+            CHECK(s->n_selected == n_sel && !memcmp(sel, s->selected, sizeof(int) * (size_t)n_sel));
+            CHECK(nd_state_sinks(s->st) == s->prefix_len);
+            /* what the conversation heard starts again with this request */
+            CHECK(s->heard.len == strlen(q) + 1 && !strncmp(s->heard.data, q, strlen(q)));
+        } else if (was_started) {
+            continued++;
+            CHECK(!s->started || nd_state_position(s->st) >= pos + (int)seg.len);
+            CHECK(s->heard.len > strlen(q) + 1);
+        }
+        nd_buf_free(&b);
+        nd_ids_free(&seg);
+    }
+    CHECKF(restarts > 0, "no further request outgrew the context (%d continued)", continued);
+    needle_session_close(s);
+    free(tools);
+
+    /* small tools: a short follow-up fits and continues the same cache */
+    CHECK(open_session(m, NULL, SMALL_TOOLS, &s, &err) == 0);
+    char *env = NULL;
+    if (s && needle_session_send(s, "turn on the lights", &env, &err) == 0 && s->started) {
+        needle_free(env);
+        env = NULL;
+        int pos = nd_state_position(s->st);
+        CHECKF(needle_session_send(s, "and off again", &env, &err) == 0, "%s", err.message);
+        CHECK(!s->started || nd_state_position(s->st) > pos);
+        CHECK(s->heard.len > strlen("and off again") + 1);
+    }
+    needle_free(env);
+    needle_session_close(s);
+    needle_model_close(m);
+}
+
 int main(void)
 {
     RUN(test_tools_block_longer_than_context);
@@ -258,5 +322,6 @@ int main(void)
     RUN(test_turns_longer_than_context);
     RUN(test_request_limit_boundary);
     RUN(test_retrieval_narrows_to_fit);
+    RUN(test_follow_up_past_context_starts_over);
     return check_summary();
 }

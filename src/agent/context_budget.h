@@ -16,6 +16,11 @@
  * C x C.  A window smaller than C is the user's choice to slide: older turns
  * fall out of it, the limits stay.
  *
+ * A further request of a conversation whose positions would run past C
+ * (keeping ND_ANSWER_RESERVE for the answer) starts a new conversation: the
+ * pinned block and that request at fresh positions, as a model trained on
+ * rows of at most C positions was never shown a position beyond them.
+ *
  * Anything longer is refused with one line naming the part, its length in
  * tokens, the excess and the limit, e.g.
  *   tools: the tools block is 13923 tokens, 13514 over the limit of 473
@@ -40,6 +45,7 @@
 #include "needle.h"
 
 #define ND_REQUEST_RESERVE 32                    /* tokens the pinned block leaves for a request at least */
+#define ND_ANSWER_RESERVE 64                     /* positions a further request leaves for its answer */
 #define ND_EXACT_COUNT_BYTES ((size_t)256 << 10) /* longer texts may be refused by their byte length */
 
 typedef struct nd_budget {

@@ -340,6 +340,38 @@ static int fresh_state(needle_session *s, int sinks, needle_error *err)
     return 0;
 }
 
+/* A further user turn: the same shape as a tool result, encoded on its own
+ * and appended to ids. */
+static int encode_follow_up(needle_session *s, const char *text, nd_ids *ids, needle_error *err)
+{
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_buf_puts(&b, "\n<|im_start|>user\n");
+    nd_buf_puts(&b, text);
+    nd_buf_puts(&b, "<|im_end|>\n<|im_start|>assistant\n");
+    int rc = b.oom ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory")
+                   : nd_tokenizer_encode(s->model->tok, b.data, b.len, ids, err);
+    nd_buf_free(&b);
+    return rc;
+}
+
+/* Whether a further request would carry the conversation's positions past
+ * max_seq_len, keeping ND_ANSWER_RESERVE for its answer (context_budget.h):
+ * *outgrows is then set and the caller starts a new conversation. */
+static int follow_up_outgrows_context(needle_session *s, const char *text, int *outgrows, needle_error *err)
+{
+    *outgrows = 0;
+    nd_ids seg;
+    nd_ids_init(&seg);
+    int rc = encode_follow_up(s, text, &seg, err);
+    if (!rc) {
+        size_t end = (size_t)nd_state_position(s->st) + s->pending.len + seg.len + ND_ANSWER_RESERVE;
+        *outgrows = end > (size_t)s->budget.context;
+    }
+    nd_ids_free(&seg);
+    return rc;
+}
+
 /* The new turn's ids go to s->pending (after any undecided leftovers). */
 static int queue_turn(needle_session *s, int kind, const char *text, needle_error *err)
 {
@@ -371,15 +403,7 @@ static int queue_turn(needle_session *s, int kind, const char *text, needle_erro
     } else if (kind == ND_TURN_TOOL_RESULT) {
         rc = nd_chat_append_tool_result(tok, text, &s->pending, err);
     } else {
-        /* a further user turn: the same shape as a tool result, encoded on its own */
-        nd_buf b;
-        nd_buf_init(&b);
-        nd_buf_puts(&b, "\n<|im_start|>user\n");
-        nd_buf_puts(&b, text);
-        nd_buf_puts(&b, "<|im_end|>\n<|im_start|>assistant\n");
-        rc = b.oom ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory")
-                   : nd_tokenizer_encode(tok, b.data, b.len, &s->pending, err);
-        nd_buf_free(&b);
+        rc = encode_follow_up(s, text, &s->pending, err);
     }
     /* a later turn: its own segment against the same pinned block */
     if (!rc && s->started)
@@ -457,8 +481,20 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         free(result_compact);
         return rc;
     }
+    /* a further request that would outgrow the context starts a new
+     * conversation with the tools it already has (no new selection: the
+     * conversation goes on, only its earlier turns are out of sight) */
+    int keep_selection = s->hold_selection;
+    s->hold_selection = 0;
+    if (s->started && kind == ND_TURN_USER) {
+        if ((rc = follow_up_outgrows_context(s, text, &keep_selection, err)) != 0) return rc;
+        if (keep_selection) {
+            s->started = 0;
+            s->pending.len = 0;
+        }
+    }
     /* a new conversation ranks the tools for its first request */
-    if (!s->started && s->retr && (rc = select_tools(s, text, err)) != 0) {
+    if (!s->started && s->retr && !keep_selection && (rc = select_tools(s, text, err)) != 0) {
         free(result_compact);
         return rc;
     }
@@ -503,6 +539,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         s->started = 0;
         s->pending.len = 0;
         s->grounded = 0;
+        s->hold_selection = keep_selection; /* a restarted conversation keeps its tools */
         rc = nd_session_turn(s, kind, text, max_new_tokens, envelope, err);
         s->grounded = 1;
         return rc;

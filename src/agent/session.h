@@ -91,6 +91,7 @@ struct needle_session {
     char *tool_index_path; /* NULL: no persistent index */
     nd_retriever *retr;    /* NULL: every tool is rendered */
     int selected[ND_RETRIEVAL_TOP_K], n_selected; /* declared indices rendered now (retrieval only) */
+    int hold_selection; /* the next new conversation keeps them (a conversation restarted past the context) */
     int keep_cells;        /* keep the turn's cells without a confidence head (heads training) */
     int strict;            /* withhold flagged calls (agent/grounding.h) */
     int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
