@@ -14,6 +14,8 @@
 #include "check.h"
 #include "core/fp16.h"
 #include "core/threadpool.h"
+#include "quant/act_quant.h"
+#include "quant/hadamard.h"
 
 static uint32_t rng = 12345u;
 static float frand(void)
@@ -227,11 +229,60 @@ static void test_small_kernels_agree_across_paths(void)
     }
 }
 
+/* The Hadamard transform and the A8 quantiser are compiled per ISA for speed;
+ * they must give the bits of the one definition (quant/) on every path,
+ * including rounding ties (values that are exact halves of the scale). */
+static void test_hadamard_and_a8_bits_on_every_path(void)
+{
+    const nd_cpu_kernels *t[ND_ISA_COUNT];
+    int n = tables(t);
+    enum { N = 1024 };
+    static float x[N], ref[N], out[N], xq[N], xq_ref[N];
+    static int8_t c[N], c_ref[N];
+    for (int len = 1; len <= N; len *= 2) {
+        fill(x, N);
+        memcpy(ref, x, sizeof(float) * len);
+        nd_hadamard(ref, len);
+        for (int i = 0; i < n; i++) {
+            memcpy(out, x, sizeof(float) * len);
+            t[i]->hadamard(out, len);
+            CHECKF(!memcmp(out, ref, sizeof(float) * len), "hadamard %s n=%d", nd_cpu_isa_name(t[i]->isa), len);
+        }
+    }
+    const int lens[] = {1, 7, 8, 15, 16, 33, 300, 512, 1000, N};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int len = lens[li];
+        for (int variant = 0; variant < 3; variant++) {
+            fill(x, N);
+            if (variant == 1) /* ties: multiples of s/2 with max |x| = 127 s */
+                for (int k = 0; k < len; k++) x[k] = (k == 0 ? 127.0f : (float)((int)(x[k] * 254.0f)) * 0.5f) * 0.03125f;
+            if (variant == 2) memset(x, 0, sizeof(float) * len); /* all zero: scale 1 */
+            memcpy(xq_ref, x, sizeof(float) * len);
+            float s_ref = nd_act_fake_quant(xq_ref, len, c_ref);
+            CHECK(nd_act_quant_i8(x, len, c) == s_ref && !memcmp(c, c_ref, (size_t)len));
+            for (int i = 0; i < n; i++) {
+                const char *name = nd_cpu_isa_name(t[i]->isa);
+                memset(c, 0x55, sizeof c);
+                float s = t[i]->act_quant(x, len, c, xq);
+                CHECKF(s == s_ref && !memcmp(c, c_ref, (size_t)len) && !memcmp(xq, xq_ref, sizeof(float) * len),
+                       "act_quant %s n=%d variant %d", name, len, variant);
+                memcpy(out, x, sizeof(float) * len); /* in place, no codes */
+                CHECKF(t[i]->act_quant(out, len, NULL, out) == s_ref && !memcmp(out, xq_ref, sizeof(float) * len),
+                       "act_quant in place %s n=%d", name, len);
+                memset(c, 0x55, sizeof c); /* codes only */
+                CHECKF(t[i]->act_quant(x, len, c, NULL) == s_ref && !memcmp(c, c_ref, (size_t)len),
+                       "act_quant codes %s n=%d", name, len);
+            }
+        }
+    }
+}
+
 int main(void)
 {
     RUN(test_choice_follows_environment);
     RUN(test_matmuls_agree_across_paths);
     RUN(test_attention_agrees_across_paths);
     RUN(test_small_kernels_agree_across_paths);
+    RUN(test_hadamard_and_a8_bits_on_every_path);
     return check_summary();
 }

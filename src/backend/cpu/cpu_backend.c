@@ -9,7 +9,6 @@
 #include "backend/cpu/cpu_cq_int.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_ops.h"
-#include "quant/act_quant.h"
 
 static int cpu_supports(const nd_backend *be, nd_op op)
 {
@@ -80,10 +79,11 @@ typedef struct rows_job {
     int act_quant; /* act_quant: x quantised in place, codes q and one scale per row (each optional) */
 } rows_job;
 
-/* the one A8 quantiser on row i (no ISA variants: it is a few vectors per token) */
+/* the one A8 quantiser (quant/act_quant.h, this CPU's copy) on row i, in place */
 static void act_quant_row(float *x, int n, int i, int8_t *codes, float *scales)
 {
-    float s = nd_act_fake_quant(x + (size_t)i * (size_t)n, n, codes ? codes + (size_t)i * (size_t)n : NULL);
+    float *xi = x + (size_t)i * (size_t)n;
+    float s = nd_cpu_act_quant(xi, n, codes ? codes + (size_t)i * (size_t)n : NULL, xi);
     if (scales) scales[i] = s;
 }
 

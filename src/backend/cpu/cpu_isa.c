@@ -82,6 +82,7 @@ size_t nd_cpu_attention_work_floats(const nd_attn_args *a, int threads)
 }
 void nd_cpu_sinkhorn(float *m, int n, int iters) { active()->sinkhorn(m, n, iters); }
 void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale) { active()->quantize_kv(x, n, q, scale); }
+float nd_cpu_act_quant(const float *x, int n, int8_t *codes, float *xq) { return active()->act_quant(x, n, codes, xq); }
 void nd_cpu_copy(void *dst, const void *src, size_t bytes) { active()->copy(dst, src, bytes); }
 void nd_cpu_zero(void *dst, size_t bytes) { active()->zero(dst, bytes); }
 void nd_cpu_scale(float *x, int n, float a) { active()->scale(x, n, a); }

@@ -68,6 +68,7 @@ typedef struct nd_cpu_kernels {
     void (*lane_mean)(const float *X, int T, int n, int d, float *out, size_t ld);
     void (*head_pool)(const float *probes, int num_probes, int d, const float *cells, int n_cells, float *pooled,
                       float *wts);
+    float (*act_quant)(const float *x, int n, int8_t *codes, float *xq);
 } nd_cpu_kernels;
 
 /* The tables built into this binary (only those nd_cpu_isa_built says). */

@@ -54,6 +54,7 @@
 #define nd_cpu_attention_work_floats ND_ISA_NAME(nd_cpu_attention_work_floats)
 #define nd_cpu_sinkhorn ND_ISA_NAME(nd_cpu_sinkhorn)
 #define nd_cpu_quantize_kv ND_ISA_NAME(nd_cpu_quantize_kv)
+#define nd_cpu_act_quant ND_ISA_NAME(nd_cpu_act_quant)
 #define nd_cpu_copy ND_ISA_NAME(nd_cpu_copy)
 #define nd_cpu_zero ND_ISA_NAME(nd_cpu_zero)
 #define nd_cpu_scale ND_ISA_NAME(nd_cpu_scale)

@@ -41,4 +41,5 @@ const nd_cpu_kernels ND_ISA_NAME(nd_cpu_kernels) = {
     .engram_gate = nd_cpu_engram_gate,
     .lane_mean = nd_cpu_lane_mean,
     .head_pool = nd_cpu_head_pool,
+    .act_quant = nd_cpu_act_quant,
 };

@@ -26,7 +26,6 @@
 #include "backend/cpu/cpu_cq_int.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_simd.h" /* ndv for the 4-wide (NEON, SIMD128) paths */
-#include "quant/act_quant.h"
 #include "core/fp16.h"
 
 /* ---------------------------------------------------------------- dots */
@@ -623,7 +622,7 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
 
 /* ---------------------------------------------------------------- A8 activations
  *
- * matmul_a8: every token row is quantised once (quant/act_quant.h).  CQ
+ * matmul_a8: every token row is quantised once (quant/act_quant.h, nd_cpu_act_quant).  CQ
  * matrices take the int8 codes, rotated per group into exact int16 sums
  * (cpu_cq_int.h), through the integer kernel chosen for this CPU, for any
  * number of tokens: the kernels are blocked GEMMs (each decoded weight
@@ -674,13 +673,8 @@ static void a8_quant_task(void *ctx, int t, int thread)
     const a8_quant_job *q = ctx;
     int8_t *codes = q->codes + (size_t)thread * (size_t)q->cols_pad;
     const float *xt = q->x + (size_t)t * (size_t)q->ldx;
-    if (q->xq) {
-        float *xf = q->xq + (size_t)t * (size_t)q->cols;
-        memcpy(xf, xt, sizeof(float) * (size_t)q->cols);
-        q->scale[t] = nd_act_fake_quant(xf, q->cols, codes);
-    } else {
-        q->scale[t] = nd_act_quant_i8(xt, q->cols, codes);
-    }
+    /* this ISA's copy of the one quantiser (quant/act_quant.h) */
+    q->scale[t] = nd_cpu_act_quant(xt, q->cols, codes, q->xq ? q->xq + (size_t)t * (size_t)q->cols : NULL);
     if (q->z) nd_cq_int_rotate(codes, q->cols, q->cols_pad, q->z + (size_t)t * (size_t)q->cols_pad);
 }
 

@@ -1,11 +1,11 @@
-/* cpu_ops.c - small CPU kernels: norms, RoPE, Walsh-Hadamard, Sinkhorn, KV quantisation. */
+/* cpu_ops.c - small CPU kernels: norms, RoPE, Walsh-Hadamard, Sinkhorn, KV and A8 quantisation. */
 #include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_simd.h"
-#include "quant/hadamard.h"
+#include "quant/hadamard_impl.h"
 
 void nd_cpu_rmsnorm(const float *x, int n, const float *scale, float *out)
 {
@@ -50,8 +50,10 @@ void nd_cpu_rope(float *x, int heads, int head_dim, const float *cs)
     }
 }
 
-/* The one fast Walsh-Hadamard transform lives in quant/hadamard.c. */
-void nd_cpu_hadamard(float *x, int n) { nd_hadamard(x, n); }
+/* The one fast Walsh-Hadamard transform (quant/hadamard.c), inlined from its
+ * header so this ISA's copy is compiled with this ISA's vectors: the same
+ * butterflies in the same order, so the same bits as nd_hadamard. */
+void nd_cpu_hadamard(float *x, int n) { nd_hadamard_inline(x, n); }
 
 void nd_cpu_sinkhorn(float *m, int n, int iters)
 {
@@ -92,4 +94,65 @@ void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale)
         scale[g] = sc;
         for (int i = 0; i < ND_KV_GROUP; i++) q[g * ND_KV_GROUP + i] = (int8_t)(int)rintf(xg[i] * inv);
     }
+}
+
+/* The A8 quantiser of quant/act_quant.h, compiled per ISA: max |x| and the
+ * codes rint(x / s) eight or sixteen at a time on x86 (the baseline build
+ * calls libm's rintf per element).  The same values: the maximum of the same
+ * magnitudes in any order (the running maximum starts at 0 and keeps itself
+ * when a magnitude is not greater, as the scalar compare does), the same
+ * float32 division, rounding half to even (the default rounding mode, as
+ * rintf), the same clip; the scalar tail is act_quant.c's loop. */
+float nd_cpu_act_quant(const float *x, int n, int8_t *codes, float *xq)
+{
+    float amax = 0.0f;
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 m16 = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) m16 = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m16);
+    amax = _mm512_reduce_max_ps(m16);
+#elif defined(__AVX2__)
+    const __m256 nosign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m8 = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), nosign), m8);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m8);
+    for (int k = 0; k < 8; k++) amax = lanes[k] > amax ? lanes[k] : amax;
+#endif
+    for (; i < n; i++) {
+        float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
+    float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+    i = 0;
+#if defined(__AVX512F__)
+    const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 c = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(x + i), sv),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        c = _mm512_min_ps(_mm512_max_ps(c, lo), hi);
+        if (codes) _mm_storeu_si128((__m128i *)(codes + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
+        if (xq) _mm512_storeu_ps(xq + i, _mm512_mul_ps(c, sv));
+    }
+#elif defined(__AVX2__)
+    const __m256 sv = _mm256_set1_ps(s), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 c = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), sv),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        c = _mm256_min_ps(_mm256_max_ps(c, lo), hi);
+        if (codes) {
+            __m256i c32 = _mm256_cvtps_epi32(c);
+            __m128i c16 = _mm_packs_epi32(_mm256_castsi256_si128(c32), _mm256_extracti128_si256(c32, 1));
+            _mm_storel_epi64((__m128i *)(codes + i), _mm_packs_epi16(c16, c16));
+        }
+        if (xq) _mm256_storeu_ps(xq + i, _mm256_mul_ps(c, sv));
+    }
+#endif
+    for (; i < n; i++) {
+        float c = rintf(x[i] / s); /* half to even, like jnp.round */
+        c = c < -128.0f ? -128.0f : c > 127.0f ? 127.0f : c;
+        if (codes) codes[i] = (int8_t)c;
+        if (xq) xq[i] = c * s;
+    }
+    return s;
 }

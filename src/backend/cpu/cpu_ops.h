@@ -47,6 +47,9 @@ void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work);
 size_t nd_cpu_attention_work_floats(const nd_attn_args *a, int threads);
 void nd_cpu_sinkhorn(float *m, int n, int iters);
 void nd_cpu_quantize_kv(const float *x, int n, int8_t *q, float *scale);
+/* The A8 quantiser (quant/act_quant.h) per ISA: returns the scale s; codes[i] = c_i
+ * and xq[i] = c_i * s when given (either may be NULL; xq may be x: in place). */
+float nd_cpu_act_quant(const float *x, int n, int8_t *codes, float *xq);
 
 /* the per-token layer ops (cpu_layer.c) */
 void nd_cpu_copy(void *dst, const void *src, size_t bytes);
