@@ -3,6 +3,7 @@
  * textbook attention with the window/sink mask). */
 #include <math.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
@@ -363,6 +364,44 @@ static void test_threadpool(void)
     }
 }
 
+typedef struct range_ctx {
+    int *v;
+    int grain, n;
+    atomic_int bad; /* a chunk under the grain that did not end the job */
+} range_ctx;
+
+static void add_range(void *ctx, int begin, int end, int thread)
+{
+    (void)thread;
+    range_ctx *r = ctx;
+    if (end - begin < r->grain && end != r->n) atomic_store(&r->bad, 1);
+    for (int i = begin; i < end; i++) r->v[i] += i + 1;
+}
+
+/* range jobs: every unit exactly once, chunks of at least the grain (but the last) */
+static void test_threadpool_ranges(void)
+{
+    for (int th = 1; th <= 4; th++) {
+        nd_threadpool *p = NULL;
+        CHECK(nd_threadpool_create(th, &p, NULL) == 0);
+        int v[1000];
+        for (int rep = 0; rep < 300; rep++) {
+            memset(v, 0, sizeof v);
+            range_ctx r = {.v = v, .grain = 1 + rep % 5, .n = 1 + (rep * 37) % 1000, .bad = 0};
+            nd_threadpool_run_ranges(p, r.n, r.grain, add_range, &r);
+            if (rep % 7 == 0) nd_threadpool_run(p, 1 + rep % 13, add_task, v + 900); /* mixed with task jobs */
+            int ok = 1;
+            for (int i = 0; i < r.n && i < 900; i++) ok &= v[i] == i + 1;
+            CHECKF(ok && !atomic_load(&r.bad), "threads %d rep %d", th, rep);
+        }
+        nd_threadpool_free(p);
+    }
+    int v[10] = {0};
+    range_ctx r = {.v = v, .grain = 1, .n = 10, .bad = 0};
+    nd_threadpool_run_ranges(NULL, 10, 4, add_range, &r); /* no pool: one call on this thread */
+    CHECK(v[0] == 1 && v[9] == 10);
+}
+
 int main(void)
 {
     RUN(test_hadamard);
@@ -375,5 +414,6 @@ int main(void)
     RUN(test_attention);
     RUN(test_quantize_kv);
     RUN(test_threadpool);
+    RUN(test_threadpool_ranges);
     return check_summary();
 }

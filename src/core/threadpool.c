@@ -7,7 +7,8 @@
  * next job with the previous job's function.  The caller works on its own job
  * too and waits only for the tasks to be done, not for every worker to show
  * up: on a busy machine a descheduled worker costs nothing unless it holds a
- * task. */
+ * task.  A range job uses the same counter over units: a claim adds the size
+ * of the chunk it takes (guided self-scheduling, threadpool.h). */
 #include "core/threadpool.h"
 
 #include <pthread.h>
@@ -23,9 +24,11 @@
 #define CALLER_SPIN 4000  /* the caller polls this long, then yields its core */
 
 typedef struct job {
-    nd_task_fn fn;
+    nd_task_fn fn;        /* a task job, or */
+    nd_range_fn range_fn; /* a range job */
     void *ctx;
-    atomic_int n_tasks;
+    atomic_int n_tasks;   /* tasks or units */
+    atomic_int grain;     /* range jobs: the smallest claim; 0: a task job (one task per claim) */
 } job;
 
 struct nd_threadpool {
@@ -49,7 +52,10 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Take and run tasks of generation `gen` until none is left; returns how many ran. */
+/* Take and run tasks (or chunks of units) of generation `gen` until none is
+ * left; returns how many tasks or units ran.  The claim's size is computed
+ * from fields read before the compare-and-swap, so they are atomics: only a
+ * successful swap proves the job is still this generation's. */
 static int work_on(nd_threadpool *p, unsigned gen, int thread)
 {
     int ran = 0;
@@ -57,13 +63,22 @@ static int work_on(nd_threadpool *p, unsigned gen, int thread)
     for (;;) {
         uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
         if ((unsigned)(c >> 32) != gen) break;
-        unsigned idx = (unsigned)c;
-        if ((int)idx >= atomic_load_explicit(&j->n_tasks, memory_order_relaxed)) break;
-        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel, memory_order_relaxed))
+        int idx = (int)(unsigned)c, n = atomic_load_explicit(&j->n_tasks, memory_order_relaxed);
+        if (idx >= n) break;
+        int grain = atomic_load_explicit(&j->grain, memory_order_relaxed), take = 1;
+        if (grain > 0) { /* guided: a share of what is left, at least the grain */
+            take = (n - idx) / (2 * p->n_threads);
+            if (take < grain) take = grain;
+            if (take > n - idx) take = n - idx;
+        }
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + (uint64_t)take, memory_order_acq_rel,
+                                                   memory_order_relaxed))
             continue;
-        j->fn(j->ctx, (int)idx, thread); /* stable: the job cannot end before this task is done */
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
-        ran++;
+        /* stable: the job cannot end before this claim is done */
+        if (grain > 0) j->range_fn(j->ctx, idx, idx + take, thread);
+        else j->fn(j->ctx, idx, thread);
+        atomic_fetch_add_explicit(&p->done, take, memory_order_release);
+        ran += take;
     }
     return ran;
 }
@@ -129,6 +144,8 @@ int nd_threadpool_create(int n_threads, nd_threadpool **out, needle_error *err)
     atomic_init(&p->stop, 0);
     atomic_init(&p->jobs[0].n_tasks, 0);
     atomic_init(&p->jobs[1].n_tasks, 0);
+    atomic_init(&p->jobs[0].grain, 0);
+    atomic_init(&p->jobs[1].grain, 0);
     if (n_threads > 1) {
         p->workers = calloc((size_t)n_threads - 1, sizeof(pthread_t));
         if (!p->workers) { nd_threadpool_free(p); return nd_errorf(err, NEEDLE_ENOMEM, "threadpool: out of memory"); }
@@ -166,20 +183,19 @@ void nd_threadpool_free(nd_threadpool *p)
 
 int nd_threadpool_threads(const nd_threadpool *p) { return p ? p->n_threads : 1; }
 
-void nd_threadpool_run(nd_threadpool *p, int n_tasks, nd_task_fn fn, void *ctx)
+/* Publish a job of n units (grain 0: tasks of fn; else chunks of range_fn),
+ * work on it, and wait until every unit is done. */
+static void run_job(nd_threadpool *p, int n, int grain, nd_task_fn fn, nd_range_fn range_fn, void *ctx)
 {
-    if (n_tasks <= 0) return;
-    if (!p || p->n_threads == 1 || n_tasks == 1) {
-        for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
-        return;
-    }
     pthread_mutex_lock(&p->run_lock);
     unsigned gen = ++p->generation;
     if (gen == 0) gen = ++p->generation; /* 0 means "no job yet" to a fresh worker */
     job *j = &p->jobs[gen & 1];
     j->fn = fn;
+    j->range_fn = range_fn;
     j->ctx = ctx;
-    atomic_store_explicit(&j->n_tasks, n_tasks, memory_order_relaxed);
+    atomic_store_explicit(&j->n_tasks, n, memory_order_relaxed);
+    atomic_store_explicit(&j->grain, grain, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store(&p->claim, (uint64_t)gen << 32); /* publish (seq_cst, pairs with the sleepers check) */
     if (atomic_load(&p->sleepers) > 0) {
@@ -190,9 +206,30 @@ void nd_threadpool_run(nd_threadpool *p, int n_tasks, nd_task_fn fn, void *ctx)
     work_on(p, gen, 0);
     /* wait for tasks other threads still hold; yield if that takes long (a
      * descheduled worker needs this core back) */
-    for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; spins++) {
+    for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n; spins++) {
         if (spins < CALLER_SPIN) cpu_relax();
         else sched_yield();
     }
     pthread_mutex_unlock(&p->run_lock);
+}
+
+void nd_threadpool_run(nd_threadpool *p, int n_tasks, nd_task_fn fn, void *ctx)
+{
+    if (n_tasks <= 0) return;
+    if (!p || p->n_threads == 1 || n_tasks == 1) {
+        for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+        return;
+    }
+    run_job(p, n_tasks, 0, fn, NULL, ctx);
+}
+
+void nd_threadpool_run_ranges(nd_threadpool *p, int n_units, int min_grain, nd_range_fn fn, void *ctx)
+{
+    if (n_units <= 0) return;
+    if (min_grain < 1) min_grain = 1;
+    if (!p || p->n_threads == 1 || n_units <= min_grain) {
+        fn(ctx, 0, n_units, 0);
+        return;
+    }
+    run_job(p, n_units, min_grain, NULL, fn, ctx);
 }
