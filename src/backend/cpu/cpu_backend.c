@@ -45,9 +45,18 @@ static void cpu_matmul_multi(const nd_backend *be, int n, const nd_matrix *const
     nd_cpu_matmul_multi(be->pool, n, w, x, T, ldx, y, ldy, work);
 }
 
+static void ahead_compute_fn(void *h);
+static void *ahead_ptr(void);
+static int ahead_take_noted(const nd_backend *be, int T);
+
 static void cpu_matmul_a8(const nd_backend *be, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                           float *const *y, const int *ldy, float *work)
 {
+    /* decode: the layer's Sinkhorn, noted by mhc_pre, joins the first A8 job after it (attn.in) */
+    if (ahead_take_noted(be, T)) {
+        nd_cpu_matmul_a8_with(be->pool, n, w, x, T, ldx, y, ldy, work, ahead_compute_fn, ahead_ptr());
+        return;
+    }
     nd_cpu_matmul_a8(be->pool, n, w, x, T, ldx, y, ldy, work);
 }
 
@@ -249,15 +258,18 @@ static void token_task(void *ctx, int task, int thread)
 
 static int token_tasks(int T) { return (T + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK; }
 
-/* Decode (chunks under SPLIT_MIN_T tokens) runs its token's two serial steps
- * side by side: a layer's mHC residual map (Sinkhorn over n x n logits:
- * ~40 expf/logf per iteration) depends only on the maps computed before the
- * block, so mhc_pre notes the layer's mHC arguments, the block's MLP runs on
- * one thread while the Sinkhorn runs on another, and mhc_mix takes the
- * result.  mhc_mix uses it only when its own input is bit for bit the input
- * the result was made from (the same maps, scale and biases), otherwise it
- * computes it itself, so results do not change.  Per calling thread: a pool
- * serves one forward pass at a time, but several sessions may share it. */
+/* Decode (chunks under SPLIT_MIN_T tokens) runs a layer's mHC residual map
+ * (Sinkhorn over n x n logits: ~40 expf/logf per iteration, a serial step of
+ * a token) beside other work: it depends only on the maps computed before the
+ * block, so mhc_pre notes the layer's mHC arguments, the next job takes the
+ * Sinkhorn as one more piece of its work, and mhc_mix takes the result.  The
+ * next job is the A8 matmul of the block's input (q, k, v, gate) under A8
+ * activations; with float activations it is the MLP's (the Hadamard MLP as a
+ * 2-task job beside it, the Monarch MLP's first product).  mhc_mix uses the
+ * result only when its own input is bit for bit the input the result was
+ * made from (the same maps, scale and biases), otherwise it computes it
+ * itself, so results do not change.  Per calling thread: a pool serves one
+ * forward pass at a time, but several sessions may share it. */
 #define AHEAD_FLOATS 256 /* T x n x n: one token of up to 16 lanes (decode), or a few of 4 */
 
 typedef struct sinkhorn_ahead {
@@ -299,6 +311,16 @@ static const float *ahead_take(const nd_mhc_args *a)
 }
 
 static void ahead_compute_fn(void *h) { ahead_compute(h); }
+
+static void *ahead_ptr(void) { return &ahead; }
+
+/* 1 (and the note cleared) when a decode job should take the noted Sinkhorn */
+static int ahead_take_noted(const nd_backend *be, int T)
+{
+    if (!ahead.noted || T >= SPLIT_MIN_T || nd_threadpool_threads(be->pool) < 2) return 0;
+    ahead.noted = 0;
+    return 1;
+}
 
 typedef struct mlp_ahead_job {
     const nd_hada_mlp_args *mlp;

@@ -61,6 +61,11 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
 {
     active()->matmul_a8(pool, n, w, x, T, ldx, y, ldy, work);
 }
+void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                           float *const *y, const int *ldy, float *work, void (*extra)(void *), void *extra_ctx)
+{
+    active()->matmul_a8_with(pool, n, w, x, T, ldx, y, ldy, work, extra, extra_ctx);
+}
 size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads)
 {
     return active()->matmul_a8_work_floats(w, T, threads);

@@ -42,6 +42,7 @@
 #define nd_cpu_matmul_work_floats ND_ISA_NAME(nd_cpu_matmul_work_floats)
 #define nd_cpu_matmul_multi ND_ISA_NAME(nd_cpu_matmul_multi)
 #define nd_cpu_matmul_a8 ND_ISA_NAME(nd_cpu_matmul_a8)
+#define nd_cpu_matmul_a8_with ND_ISA_NAME(nd_cpu_matmul_a8_with)
 #define nd_cpu_matmul_a8_work_floats ND_ISA_NAME(nd_cpu_matmul_a8_work_floats)
 #define nd_cpu_cq_storage_bits ND_ISA_NAME(nd_cpu_cq_storage_bits)
 #define nd_cpu_cq_decode_row_rotated ND_ISA_NAME(nd_cpu_cq_decode_row_rotated)

@@ -42,4 +42,5 @@ const nd_cpu_kernels ND_ISA_NAME(nd_cpu_kernels) = {
     .lane_mean = nd_cpu_lane_mean,
     .head_pool = nd_cpu_head_pool,
     .act_quant = nd_cpu_act_quant,
+    .matmul_a8_with = nd_cpu_matmul_a8_with,
 };

@@ -633,32 +633,50 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
  * scales][T*cols_pad int16 rotated codes][cols int8 codes][T*cols
  * fake-quantised floats, only when a float matrix is among them]. */
 
-/* Rows per integer-kernel task: more than the float path's, since each call
- * builds its decoding tables (a fixed split: results do not depend on the
- * thread count).  A prefill chunk has enough work to split finer. */
-#define A8_ROWS_PER_TASK (4 * ND_CPU_ROWS_PER_TASK)
+/* Prefill (T >= A8_BATCH_T): fixed tasks of A8_ROWS_PER_TASK_BATCH rows, so
+ * each task's weights stay in the cache while every token of the chunk
+ * passes over them.  Decode: a range job over units of A8_UNIT_ROWS rows
+ * (nd_threadpool_run_ranges), claimed in shrinking chunks so the threads
+ * finish within a unit of each other, and each claim is one kernel call per
+ * matrix it touches (a call builds its decoding tables once).  A row's
+ * arithmetic is the same in any task or chunk, so results do not depend on
+ * the thread count or on which thread took what. */
 #define A8_ROWS_PER_TASK_BATCH ND_CPU_ROWS_PER_TASK
+#define A8_UNIT_ROWS ND_CPU_ROWS_PER_TASK
 #define A8_BATCH_T 8
 
 typedef struct a8_job {
     const nd_cq_int_kernel *k;
-    int n, rows_per_task;
+    int n, unit_rows;
     nd_cq_int_args args[MULTI_MAX];
     int16_t cbq[MULTI_MAX][16], cbq_lo[MULTI_MAX][16];
-    int first_task[MULTI_MAX + 1];
+    int first_unit[MULTI_MAX + 1];
+    void (*extra)(void *ctx); /* decode: one more piece of work, unit 0 of the job (or NULL) */
+    void *extra_ctx;
 } a8_job;
 
-static void a8_task(void *ctx, int task, int thread)
+/* units [u0, u1) of the matrices' rows (unit 0 is `extra` when there is one) */
+static void a8_range(void *ctx, int u0, int u1, int thread)
 {
     (void)thread;
     const a8_job *j = ctx;
-    int mi = 0;
-    while (task >= j->first_task[mi + 1]) mi++;
-    nd_cq_int_args a = j->args[mi];
-    a.r0 = (task - j->first_task[mi]) * j->rows_per_task;
-    a.r1 = a.r0 + j->rows_per_task < a.w->rows ? a.r0 + j->rows_per_task : a.w->rows;
-    j->k->gemm(&a);
+    if (j->extra) {
+        if (u0 == 0) j->extra(j->extra_ctx), u0 = 1;
+        u0--, u1--;
+    }
+    for (int mi = 0; mi < j->n && u0 < u1; mi++) {
+        if (u0 >= j->first_unit[mi + 1]) continue;
+        int end = u1 < j->first_unit[mi + 1] ? u1 : j->first_unit[mi + 1];
+        nd_cq_int_args a = j->args[mi];
+        a.r0 = (u0 - j->first_unit[mi]) * j->unit_rows;
+        a.r1 = (end - j->first_unit[mi]) * j->unit_rows;
+        if (a.r1 > a.w->rows) a.r1 = a.w->rows;
+        j->k->gemm(&a);
+        u0 = end;
+    }
 }
+
+static void a8_task(void *ctx, int task, int thread) { a8_range(ctx, task, task + 1, thread); }
 
 typedef struct a8_quant_job {
     const float *x;
@@ -693,12 +711,15 @@ size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads)
     return a8_head_floats(T, w->cols, pad, threads, 1) + nd_cpu_matmul_work_floats(w, T, threads);
 }
 
-void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
-                      float *const *y, const int *ldy, float *work)
+void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                           float *const *y, const int *ldy, float *work, void (*extra)(void *), void *extra_ctx)
 {
-    if (T <= 0 || n <= 0) return;
+    if (T <= 0 || n <= 0) {
+        if (extra) extra(extra_ctx);
+        return;
+    }
     if (n > MULTI_MAX) {
-        nd_cpu_matmul_a8(pool, MULTI_MAX, w, x, T, ldx, y, ldy, work);
+        nd_cpu_matmul_a8_with(pool, MULTI_MAX, w, x, T, ldx, y, ldy, work, extra, extra_ctx);
         nd_cpu_matmul_a8(pool, n - MULTI_MAX, w + MULTI_MAX, x, T, ldx, y + MULTI_MAX, ldy + MULTI_MAX, work);
         return;
     }
@@ -716,9 +737,10 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
     a8_quant_job qj = {.x = x, .ldx = ldx, .cols = cols, .cols_pad = cols_pad, .scale = scale, .xq = xq,
                        .z = any_cq ? z : NULL, .codes = codes};
     nd_threadpool_run((size_t)T * (size_t)cols_pad * 16u < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, T, a8_quant_task, &qj);
-    a8_job j = {.k = nd_cpu_cq_int_kernel(), .rows_per_task = T >= A8_BATCH_T ? A8_ROWS_PER_TASK_BATCH : A8_ROWS_PER_TASK};
+    int batch = T >= A8_BATCH_T;
+    a8_job j = {.k = nd_cpu_cq_int_kernel(), .unit_rows = batch ? A8_ROWS_PER_TASK_BATCH : A8_UNIT_ROWS};
     size_t macs = 0;
-    j.first_task[0] = 0;
+    j.first_unit[0] = 0;
     for (int i = 0; i < n; i++) {
         if (w[i]->kind != ND_MAT_CQ) { /* the float path on the fake-quantised rows */
             nd_cpu_matmul_multi(pool, 1, &w[i], xq, T, cols, &y[i], &ldy[i], rest);
@@ -731,9 +753,21 @@ void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, con
         nd_cq_int_args a = {.w = w[i], .cbq = j.cbq[m], .cbq_lo = j.cbq_lo[m], .z = z, .ldz = cols_pad, .T = T, .tscale = ts, .y = y[i],
                             .ldy = ldy[i]};
         j.args[m] = a;
-        j.first_task[m + 1] = j.first_task[m] + (w[i]->rows + j.rows_per_task - 1) / j.rows_per_task;
+        j.first_unit[m + 1] = j.first_unit[m] + (w[i]->rows + j.unit_rows - 1) / j.unit_rows;
         macs += (size_t)w[i]->rows * (size_t)cols * (size_t)T;
     }
-    if (j.n == 0) return;
-    nd_threadpool_run(macs < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, j.first_task[j.n], a8_task, &j);
+    if (macs < ND_CPU_PARALLEL_MIN_WORK || j.n == 0) pool = NULL;
+    if (batch || !pool) { /* extra (decode only) runs here when there is no job to join */
+        if (extra) extra(extra_ctx);
+        nd_threadpool_run(pool, j.first_unit[j.n], a8_task, &j);
+        return;
+    }
+    j.extra = extra, j.extra_ctx = extra_ctx;
+    nd_threadpool_run_ranges(pool, j.first_unit[j.n] + (extra != NULL), 1, a8_range, &j);
+}
+
+void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                      float *const *y, const int *ldy, float *work)
+{
+    nd_cpu_matmul_a8_with(pool, n, w, x, T, ldx, y, ldy, work, NULL, NULL);
 }

@@ -29,6 +29,10 @@ void nd_cpu_matmul_multi(nd_threadpool *pool, int n, const nd_matrix *const *w, 
 /* y_i = W_i fq(x) with the A8 fake-quantiser fq (backend.h: matmul_a8). */
 void nd_cpu_matmul_a8(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                       float *const *y, const int *ldy, float *work);
+/* the same; extra(extra_ctx), when given, runs once, as one more piece of the
+ * decode job's work when there is a job (else on the calling thread) */
+void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
+                           float *const *y, const int *ldy, float *work, void (*extra)(void *), void *extra_ctx);
 size_t nd_cpu_matmul_a8_work_floats(const nd_matrix *w, int T, int threads);
 
 /* CQ helpers: 16-entry zero-padded codebook by stored code; bits per stored code. */
