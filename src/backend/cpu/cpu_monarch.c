@@ -101,6 +101,54 @@ static void kron_run(nd_threadpool *pool, const float *z, const float *wa, const
     nd_threadpool_run(pool, b / KRON_BLOCK + (extra != NULL), kron_task, &j);
 }
 
+/* x[i] = silu(d2[i] c[i] y[p1[i]] + b2[i]) for i in [i0, i1), with the
+ * rank gate c[i] = 1 + sum over r of sm[r] cond_u[r][i] (in order of r, as
+ * before); y is only read, so blocks of i are independent: any split gives
+ * the same values. */
+static void gate_silu(const nd_monarch_mlp_args *a, const float *sm, const float *y, float *x, int i0, int i1)
+{
+    int rank = a->rank, N = a->hada_n;
+    for (; i0 + KRON_BLOCK <= i1; i0 += KRON_BLOCK) {
+        float acc[KRON_BLOCK];
+        for (int l = 0; l < KRON_BLOCK; l++) acc[l] = 1.0f;
+        for (int r = 0; r < rank; r++) {
+            const float *u = a->cond_u + (size_t)r * N + i0;
+            for (int l = 0; l < KRON_BLOCK; l++) acc[l] += sm[r] * u[l];
+        }
+        for (int l = 0; l < KRON_BLOCK; l++) {
+            int i = i0 + l;
+            x[i] = nd_siluf(a->d2[i] * acc[l] * y[(int)a->p1[i]] + a->b2[i]);
+        }
+    }
+    for (; i0 < i1; i0++) {
+        float c = 1.0f;
+        for (int r = 0; r < rank; r++) c += sm[r] * a->cond_u[(size_t)r * N + i0];
+        x[i0] = nd_siluf(a->d2[i0] * c * y[(int)a->p1[i0]] + a->b2[i0]);
+    }
+}
+
+typedef struct gate_silu_job {
+    const nd_monarch_mlp_args *a;
+    const float *sm, *y;
+    float *x;
+} gate_silu_job;
+
+#define GATE_SILU_UNIT 64 /* values per unit of the range job */
+
+static void gate_silu_range(void *ctx, int u0, int u1, int thread)
+{
+    (void)thread;
+    const gate_silu_job *j = ctx;
+    int end = u1 * GATE_SILU_UNIT < j->a->hada_n ? u1 * GATE_SILU_UNIT : j->a->hada_n;
+    gate_silu(j->a, j->sm, j->y, j->x, u0 * GATE_SILU_UNIT, end);
+}
+
+static void gate_silu_run(nd_threadpool *pool, const nd_monarch_mlp_args *a, const float *sm, const float *y, float *x)
+{
+    gate_silu_job j = {.a = a, .sm = sm, .y = y, .x = x};
+    nd_threadpool_run_ranges(pool, (a->hada_n + GATE_SILU_UNIT - 1) / GATE_SILU_UNIT, 2, gate_silu_range, &j);
+}
+
 static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *), void *extra_ctx)
 {
     int d = a->d, N = a->hada_n, A = a->a, B = a->b_dim, rank = a->rank;
@@ -128,26 +176,10 @@ static void monarch_mlp(nd_threadpool *pool, const nd_monarch_mlp_args *a, void 
         /* z = ((d1 x) K1)[p1] */
         for (int i = 0; i < N; i++) x[i] *= a->d1[i];
         kron_run(pool, x, a->w1a, a->w1b, A, B, m, y, t == 0 ? extra : NULL, extra_ctx);
-        for (int i = 0; i < N; i++) x[i] = y[(int)a->p1[i]];
-        /* z = (silu(d2 c z + b2) K2)[p2] */
-        /* c[i] = 1 + sum over r of sm[r] cond_u[r][i], into y (free until the next product),
-         * KRON_BLOCK values of i at once */
-        int i0 = 0;
-        for (; i0 + KRON_BLOCK <= N; i0 += KRON_BLOCK) {
-            float acc[KRON_BLOCK];
-            for (int l = 0; l < KRON_BLOCK; l++) acc[l] = 1.0f;
-            for (int r = 0; r < rank; r++) {
-                const float *u = a->cond_u + (size_t)r * N + i0;
-                for (int l = 0; l < KRON_BLOCK; l++) acc[l] += sm[r] * u[l];
-            }
-            for (int l = 0; l < KRON_BLOCK; l++) y[i0 + l] = acc[l];
-        }
-        for (; i0 < N; i0++) {
-            float c = 1.0f;
-            for (int r = 0; r < rank; r++) c += sm[r] * a->cond_u[(size_t)r * N + i0];
-            y[i0] = c;
-        }
-        for (int i = 0; i < N; i++) x[i] = nd_siluf(a->d2[i] * y[i] * x[i] + a->b2[i]);
+        /* z = (silu(d2 c z + b2) K2)[p2], z = y[p1]: the gate and SiLU by blocks of
+         * values, over the pool in decode (its expf per value is most of the
+         * MLP's element-wise work) */
+        gate_silu_run(pool, a, sm, y, x);
         kron_run(pool, x, a->w2a, a->w2b, A, B, m, y, NULL, NULL);
         for (int i = 0; i < N; i++) x[i] = y[(int)a->p2[i]];
         /* b += (d4 ((d3 z) K3))[0:d] */
