@@ -25,28 +25,9 @@ float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
     return scale;
 }
 
-/* One butterfly stage of width h (a constant after inlining, so the wide
- * stages become plain vector adds and subtracts). */
-static inline __attribute__((always_inline)) void rotate_stage(int16_t *v, const int h)
-{
-    for (int i = 0; i < ND_CQ_GROUP; i += 2 * h)
-        for (int j = i; j < i + h; j++) {
-            int a = v[j], b = v[j + h];
-            v[j] = (int16_t)(a + b);
-            v[j + h] = (int16_t)(a - b);
-        }
-}
-
 void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z)
 {
-    for (int g = 0; g < cols_pad; g += ND_CQ_GROUP) {
-        int16_t *v = z + g;
-        int take = cols - g < ND_CQ_GROUP ? cols - g : ND_CQ_GROUP;
-        for (int i = 0; i < ND_CQ_GROUP; i++) v[i] = (int16_t)(i < take ? codes[g + i] : 0);
-        /* Sylvester order, like nd_hadamard; every partial sum fits int16 */
-        rotate_stage(v, 1), rotate_stage(v, 2), rotate_stage(v, 4), rotate_stage(v, 8);
-        rotate_stage(v, 16), rotate_stage(v, 32), rotate_stage(v, 64);
-    }
+    nd_cq_int_rotate_inline(codes, cols, cols_pad, z);
 }
 
 /* Portable: unpack a row's codes once, then exact int64 group sums per token. */

@@ -78,6 +78,34 @@ float nd_cq_int_codebook(const nd_matrix *w, int16_t hi[16], int16_t lo[16]);
 /* z[0..cols_pad) = H c per 128-group (unnormalised), codes past cols zero. */
 void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z);
 
+/* The same, inline, so a file compiled per ISA (cpu_matmul.c: the A8
+ * matmul's per-token rotation) gets it in that ISA's vectors.  Integer adds:
+ * every copy gives the same values. */
+/* One butterfly stage of width h (a constant after inlining, so the wide
+ * stages become plain vector adds and subtracts). */
+static inline __attribute__((always_inline)) void nd_cq_int_rotate_stage(int16_t *v, const int h)
+{
+    for (int i = 0; i < ND_CQ_GROUP; i += 2 * h)
+        for (int j = i; j < i + h; j++) {
+            int a = v[j], b = v[j + h];
+            v[j] = (int16_t)(a + b);
+            v[j + h] = (int16_t)(a - b);
+        }
+}
+
+static inline void nd_cq_int_rotate_inline(const int8_t *codes, int cols, int cols_pad, int16_t *z)
+{
+    for (int g = 0; g < cols_pad; g += ND_CQ_GROUP) {
+        int16_t *v = z + g;
+        int take = cols - g < ND_CQ_GROUP ? cols - g : ND_CQ_GROUP;
+        for (int i = 0; i < ND_CQ_GROUP; i++) v[i] = (int16_t)(i < take ? codes[g + i] : 0);
+        /* Sylvester order, like nd_hadamard; every partial sum fits int16 */
+        nd_cq_int_rotate_stage(v, 1), nd_cq_int_rotate_stage(v, 2), nd_cq_int_rotate_stage(v, 4);
+        nd_cq_int_rotate_stage(v, 8), nd_cq_int_rotate_stage(v, 16), nd_cq_int_rotate_stage(v, 32);
+        nd_cq_int_rotate_stage(v, 64);
+    }
+}
+
 /* One group's exact integer sums (hi term s, lo term sl) times the group's
  * norm, added to a token's float accumulator.  Every kernel that gives the
  * portable kernel's bits goes through this one expression, so a compiler

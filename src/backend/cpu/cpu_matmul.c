@@ -693,7 +693,7 @@ static void a8_quant_task(void *ctx, int t, int thread)
     const float *xt = q->x + (size_t)t * (size_t)q->ldx;
     /* this ISA's copy of the one quantiser (quant/act_quant.h) */
     q->scale[t] = nd_cpu_act_quant(xt, q->cols, codes, q->xq ? q->xq + (size_t)t * (size_t)q->cols : NULL);
-    if (q->z) nd_cq_int_rotate(codes, q->cols, q->cols_pad, q->z + (size_t)t * (size_t)q->cols_pad);
+    if (q->z) nd_cq_int_rotate_inline(codes, q->cols, q->cols_pad, q->z + (size_t)t * (size_t)q->cols_pad);
 }
 
 static size_t a8_head_floats(int T, int cols, int cols_pad, int threads, int any_f32)
