@@ -36,6 +36,10 @@
 #include "core/fp16.h"
 #include "core/matrix.h"
 
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
 #define ND_CQ_INT_CB_MAX 16383
 
 /* One call: rows [r0, r1) of w against T tokens. */
@@ -93,9 +97,44 @@ static inline __attribute__((always_inline)) void nd_cq_int_rotate_stage(int16_t
         }
 }
 
+#if defined(__AVX512BW__)
+/* One butterfly stage of span h < 32 inside 32 int16 lanes: lane i without bit h
+ * gets x[i] + x[i+h], lane i with it x[i-h] - x[i]. */
+static inline __m512i nd_cq_int_bfly32(__m512i x, __m512i partner, __mmask32 upper)
+{
+    __m512i y = _mm512_permutexvar_epi16(partner, x);
+    return _mm512_mask_blend_epi16(upper, _mm512_add_epi16(x, y), _mm512_sub_epi16(y, x));
+}
+#endif
+
 static inline void nd_cq_int_rotate_inline(const int8_t *codes, int cols, int cols_pad, int16_t *z)
 {
-    for (int g = 0; g < cols_pad; g += ND_CQ_GROUP) {
+    int g = 0;
+#if defined(__AVX512BW__)
+    /* whole groups in four registers of 32 lanes: the butterflies of spans 1..16
+     * by lane permutes, 32 and 64 between registers (the same sums: exact
+     * integers, and the stages of a Walsh-Hadamard transform commute) */
+    int16_t idx[5][32];
+    for (int s = 0; s < 5; s++)
+        for (int i = 0; i < 32; i++) idx[s][i] = (int16_t)(i ^ (1 << s));
+    const __mmask32 upper[5] = {0xAAAAAAAAu, 0xCCCCCCCCu, 0xF0F0F0F0u, 0xFF00FF00u, 0xFFFF0000u};
+    __m512i part[5];
+    for (int s = 0; s < 5; s++) part[s] = _mm512_loadu_si512(idx[s]);
+    for (; g + ND_CQ_GROUP <= cols; g += ND_CQ_GROUP) {
+        __m512i v[4];
+        for (int q = 0; q < 4; q++) {
+            v[q] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + g + 32 * q)));
+            for (int s = 0; s < 5; s++) v[q] = nd_cq_int_bfly32(v[q], part[s], upper[s]);
+        }
+        __m512i a0 = _mm512_add_epi16(v[0], v[1]), a1 = _mm512_sub_epi16(v[0], v[1]);
+        __m512i a2 = _mm512_add_epi16(v[2], v[3]), a3 = _mm512_sub_epi16(v[2], v[3]);
+        _mm512_storeu_si512(z + g, _mm512_add_epi16(a0, a2));
+        _mm512_storeu_si512(z + g + 32, _mm512_add_epi16(a1, a3));
+        _mm512_storeu_si512(z + g + 64, _mm512_sub_epi16(a0, a2));
+        _mm512_storeu_si512(z + g + 96, _mm512_sub_epi16(a1, a3));
+    }
+#endif
+    for (; g < cols_pad; g += ND_CQ_GROUP) {
         int16_t *v = z + g;
         int take = cols - g < ND_CQ_GROUP ? cols - g : ND_CQ_GROUP;
         for (int i = 0; i < ND_CQ_GROUP; i++) v[i] = (int16_t)(i < take ? codes[g + i] : 0);
