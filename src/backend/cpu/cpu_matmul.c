@@ -757,11 +757,12 @@ void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w
         macs += (size_t)w[i]->rows * (size_t)cols * (size_t)T;
     }
     if (macs < ND_CPU_PARALLEL_MIN_WORK || j.n == 0) pool = NULL;
-    if (batch || !pool) { /* extra (decode only) runs here when there is no job to join */
-        if (extra) extra(extra_ctx);
+    if (batch) {
+        if (extra) extra(extra_ctx); /* (decode only: not expected here) */
         nd_threadpool_run(pool, j.first_unit[j.n], a8_task, &j);
         return;
     }
+    /* without a pool: one range, i.e. one kernel call per matrix, and extra on this thread */
     j.extra = extra, j.extra_ctx = extra_ctx;
     nd_threadpool_run_ranges(pool, j.first_unit[j.n] + (extra != NULL), 1, a8_range, &j);
 }
