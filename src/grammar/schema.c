@@ -1053,9 +1053,12 @@ static int resolve_all(ctx *c)
 static int flatten_anyof(ctx *c)
 {
     nd_grammar *g = c->g;
-    int *stack = malloc((size_t)g->n_nodes * sizeof *stack);
-    int *out = malloc((size_t)g->n_nodes * sizeof *out);
-    uint32_t *mark = calloc((size_t)g->n_nodes, sizeof *mark);
+    /* the count is an int; one unsigned copy keeps every size non-negative
+     * (newer gcc proves a negative count would wrap the allocation size) */
+    size_t n = g->n_nodes > 0 ? (size_t)g->n_nodes : 1;
+    int *stack = malloc(n * sizeof *stack);
+    int *out = malloc(n * sizeof *out);
+    uint32_t *mark = calloc(n, sizeof *mark);
     if (!stack || !out || !mark) {
         free(stack); free(out); free(mark);
         return nd_errorf(c->err, NEEDLE_ENOMEM, "tools: out of memory");
