@@ -147,7 +147,7 @@ static void test_missing_tensor_named(void)
     char *hit = memmem(data, len, "\"stack/layers/block/self_attn/k_taps\"", 37);
     CHECK(hit != NULL);
     if (hit) hit[30] = 'X'; /* k_taps -> X_taps */
-    const char *path = "build/test_ckpt_v3_missing.safetensors";
+    const char *path = "/tmp/needle_test_ckpt_v3_missing.safetensors";
     FILE *f = fopen(path, "wb");
     CHECK(f && fwrite(data, 1, len, f) == len);
     if (f) fclose(f);
@@ -221,7 +221,7 @@ static void test_init_v3_layout_and_values(void)
     CHECKF(fabs(sd - 0.02) < 0.001, "q_proj std %g", sd);
 
     /* written and read back */
-    const char *path = "build/test_ckpt_v3_init.safetensors";
+    const char *path = "/tmp/needle_test_ckpt_v3_init.safetensors";
     CHECKF(nd_param_set_write(&ps, &c, path, &e) == 0, "%s", e.message);
     nd_weights w;
     int rc = nd_weights_load(path, &w, &e);
@@ -254,7 +254,7 @@ static void test_build_with_the_heads_present(void)
             ps.params[kept++] = ps.params[i];
     CHECK(kept < ps.count);
     ps.count = kept;
-    const char *ck = "build/test_ckpt_v3_heads.safetensors", *out = "build/test_ckpt_v3_heads.cact";
+    const char *ck = "/tmp/needle_test_ckpt_v3_heads.safetensors", *out = "/tmp/needle_test_ckpt_v3_heads.cact";
     CHECKF(nd_param_set_write(&ps, &c, ck, &e) == 0, "%s", e.message);
     nd_param_set_free(&ps);
     nd_weights w;
@@ -300,7 +300,7 @@ static void test_width_ladder_refused(void)
     char *hit = memmem(data, len, from, sizeof from - 1);
     CHECK(hit != NULL && sizeof from == sizeof to);
     if (hit) memcpy(hit, to, sizeof to - 1);
-    const char *path = "build/test_ckpt_v3_widths.safetensors";
+    const char *path = "/tmp/needle_test_ckpt_v3_widths.safetensors";
     FILE *f = fopen(path, "wb");
     CHECK(f && fwrite(data, 1, len, f) == len);
     if (f) fclose(f);
@@ -326,7 +326,7 @@ static void test_rung_follows_saved_ladder_order(void)
         CHECKF(0, "%s", e.message);
         return;
     }
-    const char *path = "build/test_ckpt_v3_order.safetensors";
+    const char *path = "/tmp/needle_test_ckpt_v3_order.safetensors";
     CHECKF(nd_param_set_write(&ps, &c, path, &e) == 0, "%s", e.message);
     nd_param_set_free(&ps);
     nd_weights w;

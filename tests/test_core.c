@@ -52,7 +52,7 @@ static void test_atomic_write(void)
     char path[] = "/tmp/needle_test_atomicXXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0);
-    write(fd, "old", 3);
+    CHECK(write(fd, "old", 3) == 3);
     close(fd);
     needle_error err;
     nd_atomic_file af;
