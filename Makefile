@@ -241,3 +241,6 @@ endif
 .PHONY: default-model
 default-model: $(BUILD)/needle
 	sh tools/train_default_model.sh $(BUILD)/needle data/default-model
+	sh tools/train_round_r16.sh $(BUILD)/needle data/default-model
+	cp data/default-model/r16.cact models/needle-default.cact
+	cp data/default-model/r16_fp16.safetensors models/needle-default.safetensors

@@ -1,7 +1,8 @@
 #!/bin/sh
 # train_round_r15.sh - rounds r13, r14 and r15 on top of the bundled p12 model (docs/default-model.md):
-# a measured candidate, NOT the bundled model (it fails two model-quality tests of `make test`: see the
-# docs).  Needs WORK from tools/train_default_model.sh (its $WORK/heads/with_heads.safetensors is p12).
+# r15 itself was not shipped (it failed two model-quality tests of `make test`: see the docs); the
+# bundled model is r16, which tools/train_round_r16.sh trains from it.  Needs WORK from
+# tools/train_default_model.sh (its $WORK/heads/with_heads.safetensors is p12).
 #
 #   sh tools/train_round_r15.sh [NEEDLE_BINARY] [WORK_DIR] [THREADS]
 #
