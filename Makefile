@@ -217,9 +217,13 @@ tsan:
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 20
-build-fuzz/%: tests/fuzz/%.c
+# FORCE: the library is rebuilt by the inner make, so the harness is relinked every time
+# (a stale harness once replayed an old library against a fixed crash)
+build-fuzz/%: tests/fuzz/%.c FORCE
 	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libneedle.a
 	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $< build-fuzz/libneedle.a -lm -pthread
+FORCE:
+.PHONY: FORCE
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
 	  echo "fuzz $$n for $(FUZZ_SECONDS)s"; \

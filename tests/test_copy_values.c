@@ -241,6 +241,12 @@ static void test_copy_source_unit(void)
     CHECK(nd_copy_range_viable(c, 0, 0, 'g', 'g') && !nd_copy_range_viable(c, 0, 0, 'o', 'o'));
     CHECK(nd_copy_range_viable(c, 0, 0, 0, 0x10FFFF));
     nd_copy_source_free(c);
+    /* a run of signs starts a copy at every sign: more word starts than half the bytes
+     * (the fuzzer found the old len/2 bound overflowed; ASan builds catch a regression) */
+    c = NULL;
+    CHECK(nd_copy_source_build("@@@@@@@@@@$$$$$$$$$$", 20, &c) == 0 && c != NULL);
+    if (c) CHECK(nd_copy_word_count(c) == 20);
+    nd_copy_source_free(c);
 }
 
 int main(void)

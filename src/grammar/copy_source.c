@@ -73,8 +73,9 @@ int nd_copy_source_build(const char *text, size_t len, nd_copy_source **out)
     c->text = malloc(len + 1);
     c->end_ok = calloc(len + 1, 1);
     c->reach = calloc(len + 1, 1);
-    c->sa = malloc((len / 2 + 1) * sizeof *c->sa);
-    uint32_t *tmp = malloc((len / 2 + 1) * sizeof *tmp);
+    /* one word start per byte at most: a run of signs ("@@@", "$$") starts at every sign */
+    c->sa = malloc((len + 1) * sizeof *c->sa);
+    uint32_t *tmp = malloc((len + 1) * sizeof *tmp);
     if (!c->text || !c->end_ok || !c->reach || !c->sa || !tmp) {
         free(tmp);
         nd_copy_source_free(c);
@@ -95,7 +96,7 @@ int nd_copy_source_build(const char *text, size_t len, nd_copy_source **out)
         i += k;
     }
     c->n = n;
-    /* word starts (every other byte at most: a word start follows a non-word byte) */
+    /* word starts */
     for (uint32_t p = 0; p < n && c->n_sa < MAX_WORDS; p++)
         if (start_byte(c->text[p]) && (p == 0 || !word_byte(c->text[p - 1]))) c->sa[c->n_sa++] = p;
     /* ends: after a word character or . ! ? ) ', before a non-word byte or the end */
