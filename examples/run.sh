@@ -9,7 +9,8 @@
 #   EXAMPLES=1500    generated rows (80/10/10 train/val/test)      SEED=1
 #   BASE=...         float checkpoint to start from (default models/needle-default.safetensors)
 #   EPOCHS=auto LR=auto BATCH=16 FULL=1 (FULL=0: LoRA)            THREADS=(all cores)
-#   OUT=build/examples/SET                                        NEEDLE=build/needle
+#   OUT_DIR=build/examples/SET                                    NEEDLE=build/needle
+# (OUT_DIR, not OUT: tools that run scripts on other machines often set OUT for their own use)
 # Needs python3 with faker and num2words (pip install faker num2words) for the generator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ TOOLS=examples/$SET/tools.json
 SUITE=examples/$SET/acceptance.jsonl
 [ -f "$TOOLS" ] || { echo "examples/run.sh: $TOOLS not found" >&2; exit 2; }
 NEEDLE=${NEEDLE:-build/needle}
-OUT=${OUT:-build/examples/$SET}
+OUT=${OUT_DIR:-build/examples/$SET}
 EXAMPLES=${EXAMPLES:-1500}
 SEED=${SEED:-1}
 EPOCHS=${EPOCHS:-auto}

@@ -2,7 +2,7 @@
 """eval_by_category.py - `needle eval` per behaviour category, as a table.
 
     python3 tools/eval_by_category.py --needle build/needle --model M.cact [--tools T.json] DATA.jsonl [--json OUT]
-        [--copy-values on|off]
+        [--copy-values on|off] [--strict]
 
 Rows carry a "category" (positive, parallel, missing, irrelevant, negation,
 invalid, multi_turn; rows without one count as "all"). Each category's rows go
@@ -21,9 +21,9 @@ import tempfile
 NO_CALL = ("missing", "irrelevant", "negation", "invalid")
 
 
-def run_eval(needle, model, tools, path, copy_values=None):
+def run_eval(needle, model, tools, path, copy_values=None, strict=False):
     cmd = [needle, "eval", "--model", model] + (["--tools", tools] if tools else ["--tools-from-data"])
-    cmd += (["--copy-values", copy_values] if copy_values else []) + [path]
+    cmd += (["--copy-values", copy_values] if copy_values else []) + (["--strict"] if strict else []) + [path]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit("eval_by_category: %s failed: %s" % (" ".join(cmd), res.stderr.strip()[-400:]))
@@ -38,6 +38,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="also write the numbers here")
     ap.add_argument("--copy-values", choices=("on", "off"), default=None,
                     help="grounded decoding on or off (default: needle's default)")
+    ap.add_argument("--strict", action="store_true",
+                    help="answer as `needle run --strict` (calls on values the request does not say withheld)")
     ap.add_argument("data")
     a = ap.parse_args(argv)
     by = collections.OrderedDict()
@@ -51,7 +53,7 @@ def main(argv=None):
             p = os.path.join(tmp, cat + ".jsonl")
             with open(p, "w", encoding="utf-8") as f:
                 f.writelines(lines)
-            r = run_eval(a.needle, a.model, a.tools, p, a.copy_values)
+            r = run_eval(a.needle, a.model, a.tools, p, a.copy_values, a.strict)
             ok = round(r["exact_call_accuracy"] * r["rows"])
             out[cat] = {"rows": r["rows"], "passed": ok, "pass_rate": r["exact_call_accuracy"],
                         "schema_valid_rate": r["schema_valid_rate"]}
