@@ -67,6 +67,12 @@ $(BUILD)/obj/src/server/assets.o: $(wildcard src/server/playground/*)
 # command then runs without it and the TLS stack it pulls in: 2.6 MB less resident memory)
 $(BUILD)/needle: override LDLIBS += -ldl
 endif
+# cmd_serve.c compiles differently with and without the library: a stamp that changes when the
+# library appears or goes makes it rebuild (before, a stale object kept `needle serve` disabled)
+$(BUILD)/server.stamp: FORCE
+	@mkdir -p $(BUILD); echo "$(if $(MHD_LIBS),with,without) libmicrohttpd" | cmp -s - $@ || \
+	  echo "$(if $(MHD_LIBS),with,without) libmicrohttpd" > $@
+$(BUILD)/obj/src/cli/cmd_serve.o: $(BUILD)/server.stamp
 
 lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so
 
