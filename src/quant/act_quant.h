@@ -10,7 +10,18 @@
 #ifndef ND_ACT_QUANT_H
 #define ND_ACT_QUANT_H
 
+#include <math.h>
 #include <stdint.h>
+
+/* The scale of a vector whose largest magnitude is amax. */
+static inline float nd_act_scale(float amax) { return amax > 0.0f ? amax / 127.0f : 1.0f; }
+
+/* One code: x / s rounded half to even (like jnp.round), clipped to int8. */
+static inline float nd_act_code(float x, float s)
+{
+    float c = rintf(x / s);
+    return c < -128.0f ? -128.0f : c > 127.0f ? 127.0f : c;
+}
 
 /* Quantise x[0..n) into codes[0..n); returns the scale. */
 float nd_act_quant_i8(const float *x, int n, int8_t *codes);

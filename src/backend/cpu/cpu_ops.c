@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_simd.h"
+#include "quant/act_quant.h"
 #include "quant/hadamard_impl.h"
 
 void nd_cpu_rmsnorm(const float *x, int n, const float *scale, float *out)
@@ -123,7 +124,7 @@ float nd_cpu_act_quant(const float *x, int n, int8_t *codes, float *xq)
         float a = fabsf(x[i]);
         amax = a > amax ? a : amax;
     }
-    float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+    float s = nd_act_scale(amax);
     i = 0;
 #if defined(__AVX512F__)
     const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
@@ -149,8 +150,7 @@ float nd_cpu_act_quant(const float *x, int n, int8_t *codes, float *xq)
     }
 #endif
     for (; i < n; i++) {
-        float c = rintf(x[i] / s); /* half to even, like jnp.round */
-        c = c < -128.0f ? -128.0f : c > 127.0f ? 127.0f : c;
+        float c = nd_act_code(x[i], s);
         if (codes) codes[i] = (int8_t)c;
         if (xq) xq[i] = c * s;
     }
