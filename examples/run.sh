@@ -64,7 +64,11 @@ start=$(date +%s)
 echo "fine-tuning took $(( $(date +%s) - start )) s"
 
 echo "== 4. build $OUT/$SET.cact"
-"$NEEDLE" build "$OUT/finetuned.safetensors" --tokenizer "$TOK" --bits 4 --out "$OUT/$SET.cact"
+if [ "$FULL" = 1 ]; then
+    "$NEEDLE" build "$OUT/finetuned.safetensors" --tokenizer "$TOK" --bits 4 --out "$OUT/$SET.cact"
+else  # a LoRA adapter: merged into its base, at the numerics it was trained under (--qat-bits)
+    "$NEEDLE" build "$BASE" --lora "$OUT/finetuned.safetensors" --tokenizer "$TOK" --out "$OUT/$SET.cact"
+fi
 
 echo "== 5. the fine-tuned model"
 score "$OUT/$SET.cact" after
