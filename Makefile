@@ -69,9 +69,9 @@ $(BUILD)/needle: override LDLIBS += -ldl
 endif
 # cmd_serve.c compiles differently with and without the library: a stamp that changes when the
 # library appears or goes makes it rebuild (before, a stale object kept `needle serve` disabled)
+SERVER_BUILD := $(if $(MHD_LIBS),with,without) libmicrohttpd
 $(BUILD)/server.stamp: FORCE
-	@mkdir -p $(BUILD); echo "$(if $(MHD_LIBS),with,without) libmicrohttpd" | cmp -s - $@ || \
-	  echo "$(if $(MHD_LIBS),with,without) libmicrohttpd" > $@
+	@mkdir -p $(BUILD); echo "$(SERVER_BUILD)" | cmp -s - $@ || echo "$(SERVER_BUILD)" > $@
 $(BUILD)/obj/src/cli/cmd_serve.o: $(BUILD)/server.stamp
 
 lib: $(BUILD)/libneedle.a $(BUILD)/libneedle.so
