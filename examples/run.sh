@@ -7,11 +7,13 @@
 #
 # Environment (all optional):
 #   EXAMPLES=1500    generated rows (80/10/10 train/val/test)      SEED=1
+#   WEIGHTS=JSON     category weights for needle generate-data --weights, e.g. '{"positive":0.45}'
+#   DATA=DIR         use DIR/{train,val,test}.jsonl as they are instead of generating
 #   BASE=...         float checkpoint to start from (default models/needle-default.safetensors)
 #   EPOCHS=auto LR=auto BATCH=16 FULL=1 (FULL=0: LoRA)            THREADS=(all cores)
 #   OUT_DIR=build/examples/SET                                    NEEDLE=build/needle
 # (OUT_DIR, not OUT: tools that run scripts on other machines often set OUT for their own use)
-# Needs python3 with faker and num2words (pip install faker num2words) for the generator.
+# Needs python3 with faker, num2words and lemminflect (pip install faker num2words lemminflect) for the generator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SET=${1:?usage: examples/run.sh home|media|records|wearable}
@@ -34,8 +36,15 @@ THREADS_FLAG=${THREADS:+--threads $THREADS}
 [ -x "$NEEDLE" ] || make -j"$(nproc)" "$NEEDLE"
 mkdir -p "$OUT"
 
-echo "== 1. generate $EXAMPLES rows for $TOOLS"
-"$NEEDLE" generate-data --tools "$TOOLS" --examples "$EXAMPLES" --seed "$SEED" --out "$OUT/data"
+if [ -n "${DATA:-}" ]; then
+    echo "== 1. data from $DATA"
+    mkdir -p "$OUT/data"
+    for f in train val test; do cp "$DATA/$f.jsonl" "$OUT/data/$f.jsonl"; done
+else
+    echo "== 1. generate $EXAMPLES rows for $TOOLS"
+    "$NEEDLE" generate-data --tools "$TOOLS" --examples "$EXAMPLES" --seed "$SEED" --out "$OUT/data" \
+        ${WEIGHTS:+--weights "$WEIGHTS"}
+fi
 
 score() {  # score MODEL LABEL
     echo "-- $2: generated test split ($OUT/data/test.jsonl)"

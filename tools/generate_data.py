@@ -10,8 +10,9 @@ required lists) and writes DIR/train.jsonl, val.jsonl, test.jsonl (80/10/10)
 and DIR/stats.json. Rows are in the fine-tuning format {query, tools, answers,
 system?} plus "category" (positive, parallel, missing, irrelevant, negation,
 invalid, multi_turn) and, for multi-turn rows, "turns". Deterministic for a
---seed and the same faker/num2words versions (stats.json records them), without --endpoint. Needs the Python packages faker and num2words
-(development dependencies of this generator only).
+--seed and the same faker/num2words/lemminflect versions (stats.json records them), without
+--endpoint. Needs the Python packages faker, num2words and lemminflect (development dependencies of
+this generator only).
 
 --endpoint: an OpenAI-compatible chat endpoint (base URL or .../chat/completions)
 rewrites --paraphrase-rate of the requests; a rewrite is kept only if every
@@ -58,8 +59,10 @@ def main(argv=None):
     try:
         import faker  # noqa: F401
         import num2words  # noqa: F401
+        import lemminflect  # noqa: F401
     except ImportError as e:
-        fail("needs the Python packages faker and num2words (%s): pip install faker num2words" % e)
+        fail("needs the Python packages faker, num2words and lemminflect (%s): pip install faker num2words lemminflect"
+             % e)
     from datagen.build import Generator, generate, write_jsonl, DEFAULT_WEIGHTS, CATEGORIES
     from datagen.schema import load_tools, ToolError
 
@@ -93,7 +96,7 @@ def main(argv=None):
             write_jsonl(os.path.join(a.out, split + ".jsonl"), rows)
         import importlib.metadata as md
         stats = {"tools": a.tools, "seed": a.seed, "examples": a.examples, "weights": gen.weights,
-                 "versions": {p: md.version(p) for p in ("faker", "num2words")},
+                 "versions": {p: md.version(p) for p in ("faker", "num2words", "lemminflect")},
                  "foreign_tools": len(gen.foreign), "other_domain_templates": len(gen.other_templates),
                  "splits": {s: {"rows": len(r), "categories": {c: sum(1 for x in r if x["category"] == c)
                                                                 for c in CATEGORIES}} for s, r in splits.items()}}

@@ -20,6 +20,7 @@ import pytest
 jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("faker")
 num2words = pytest.importorskip("num2words").num2words
+get_lemma = pytest.importorskip("lemminflect").getLemma
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GEN = os.path.join(ROOT, "tools", "generate_data.py")
@@ -302,6 +303,10 @@ def value_is_said(v, q, today, pschema):
     ql = q.lower()
     if v.lower() in ql or v.lower().replace("_", " ") in ql:
         return True
+    if re.fullmatch(r"[a-z]+ing", v):  # an activity said as its verb: "start a run" for "running"
+        verb = get_lemma(v, upos="VERB")[0]
+        if verb != v and re.search(r"\b%s\b" % re.escape(verb), ql):
+            return True
     if re.fullmatch(r"\d{2}:\d{2}", v):
         return v in times_said(q)
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
@@ -535,6 +540,22 @@ def test_example_tool_sets(tmp_path, example):
                 props = schemas[call["name"]].get("properties", {})
                 for k, v in call["arguments"].items():
                     assert value_is_said(v, row["query"], today, props.get(k)), (example, row["query"], k, v)
+
+
+def test_some_requests_say_only_the_values(tmp_path):
+    """People say "start a run" and "steps today?", not "start tracking a workout activity running":
+    some requests for a tool whose enum values are its own carry neither the tool's name words nor
+    its parameters' names, and -ing activities are sometimes said as their verb."""
+    tools = os.path.join(ROOT, "examples", "wearable", "tools.json")
+    run_gen(tmp_path, tools, "--examples", 400, "--seed", 5)
+    rows = [r for r in read_rows(tmp_path)["train"] if r["category"] == "positive"]
+    for name, words in (("start_workout", ("workout", "activity")), ("get_metric", ("metric", "period"))):
+        mine = [r["query"].lower() for r in rows if [c["name"] for c in r["answers"]] == [name]]
+        bare = [q for q in mine if not any(w in q for w in words)]
+        assert len(mine) >= 20 and 0.1 <= len(bare) / len(mine) <= 0.6, (name, len(bare), len(mine))
+    said_as_verb = [r for r in rows for c in r["answers"] if c["arguments"].get("activity") in ("running", "swimming")
+                    and re.search(r"\b(run|swim)\b", r["query"].lower())]
+    assert said_as_verb
 
 
 @pytest.mark.parametrize("suite,tools,minimum", [

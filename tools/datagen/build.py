@@ -38,6 +38,8 @@ class Generator:
         self.phr = {t.name: ToolPhrasing(t) for t in tools}
         self.foreign = offtopic.foreign_tools(tools)
         self.foreign_phr = {t.name: ToolPhrasing(t) for t in self.foreign}
+        phrasing.distinct_values(list(self.phr.values()))
+        phrasing.distinct_values(list(self.foreign_phr.values()))
         self.other_templates = offtopic.other_domain_templates(tools)
         w = dict(weights or DEFAULT_WEIGHTS)
         # Categories this tool set cannot have give their share to positive rows.

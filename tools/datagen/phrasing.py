@@ -145,6 +145,10 @@ class ToolPhrasing:
             self.noun = " ".join(obj_toks[1:])
             self.objects = ["the " + self.noun]
 
+        # enum values no other tool of the set has (lower case): set by distinct_values(); a request
+        # may say only these and still name this tool
+        self.distinct = set()
+
     def verb_phrase(self, rng):
         return rng.choice(VERB_SYNONYMS.get(self.verb, [self.verb.replace("_", " ")]))
 
@@ -251,6 +255,69 @@ def _clause_options(p, slot, tool, many_numbers, t, h, k):
     return [h + " " + t]
 
 
+# Share of requests (where a value names the tool) said with the values alone, without the tool's
+# nouns or its parameters' names.
+BARE_SHARE = 0.3
+
+
+def distinct_values(phrasings):
+    """Mark in each ToolPhrasing the enum values (as said, lower case) that no other tool in phrasings has."""
+    said = {}
+    for ph in phrasings:
+        for p in ph.tool.params:
+            for e in (p.enum or []) if p.kind == "enum" else []:
+                if isinstance(e, str):
+                    for t in {e.lower(), e.lower().replace("_", " ")}:
+                        said.setdefault(t, set()).add(ph.tool.name)
+    for ph in phrasings:
+        ph.distinct = {t for t, owners in said.items() if owners == {ph.tool.name}}
+
+
+def ing_verb(word):
+    """An -ing value as its verb ("running" -> "run", "cycling" -> "cycle"), or None. People say
+    "start a run" for activity "running"."""
+    if not re.fullmatch(r"[a-z]{3,}ing", word):
+        return None
+    from lemminflect import getLemma  # a development dependency of the generator, like faker
+    lemma = getLemma(word, upos="VERB")
+    return lemma[0] if lemma and lemma[0] != word else None
+
+
+def bare_command(ph, chosen, rng, question_ok):
+    """A request that says the values and a verb but neither the tool's nouns nor its parameters'
+    names: "start yoga for 20 minutes", "track my swim", "steps today?". A model that only ever saw
+    "start tracking a workout activity yoga" learns to wait for the tool's own words, which people
+    rarely say. Returns (text, protected, light)."""
+    named, clauses, protected = [], [], []
+    n_numbers = sum(1 for p, _ in chosen if p.type in ("integer", "number"))
+    asks = ph.verb in QUESTION_VERBS
+    for p, s in chosen:
+        if p.kind == "enum" and s.text and not s.clause:
+            t = s.text
+            verb = ing_verb(t.lower())
+            protected.append(t)
+            if verb and rng.random() < 0.5:
+                protected.append(verb)
+                t = rng.choice(["a ", "my ", ""]) + verb
+            elif asks and not named and rng.random() < 0.5:
+                t = "my " + t
+            named.append(t)
+            continue
+        if any(p.name in o.extra for _, o in chosen if o is not s):
+            continue
+        opts = clause_options(p, s, ph.tool, n_numbers > 1)
+        bare = [o for o in opts if not re.search(r"\b%s\b" % re.escape(spoken_name(p)), o)]
+        clauses.append(rng.choice(bare or opts))
+        if s.text:
+            protected.append(s.text)
+    rng.shuffle(clauses)
+    body = " ".join(named + clauses)
+    if asks and question_ok and rng.random() < 0.5:
+        return rng.choice(["what's ", "what is ", "tell me ", "show me ", "", "how about "]) + body + \
+            rng.choice(["", "?", "?", " please"]), protected, True
+    return ph.verb_phrase(rng) + " " + body, protected, False
+
+
 def passage(ph, chosen, rng):
     """A record to extract: labelled lines, a bare card, or one line, after or
     before an instruction ("save this contact:")."""
@@ -315,6 +382,9 @@ def command(ph, chosen, rng, question_ok=True):
     framed = message_frame(ph, chosen, rng)
     if framed is not None:
         return framed[0], framed[1], False
+    if onoff_slot is None and vb is None and act is None and direct is None and not ph.prep and \
+            any(p.kind == "enum" and s.text.lower() in ph.distinct for p, s in chosen) and rng.random() < BARE_SHARE:
+        return bare_command(ph, chosen, rng, question_ok)
     if onoff_slot is not None:
         leads = ON_LEADS if onoff_slot.value else OFF_LEADS
         lead = rng.choice(leads)
