@@ -131,6 +131,75 @@ static void test_qat_forward_matches_reference_a8_golden(void)
     nd_json_free(g);
 }
 
+/* Full fine-tuning under QAT: the forward is the deploy forward (the same golden as LoRA's),
+ * the optimiser's master keeps the float weights, a moved master is re-quantised before the
+ * next forward, and freeing the QAT state leaves the master's float weights in m->params. */
+static void test_full_qat_master_and_forward(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    needle_error err;
+    nd_json *g = NULL;
+    if (nd_read_file_max(GOLDEN, (size_t)64 << 20, "golden", &text, &len, &err) ||
+        nd_json_parse(text, len, GOLDEN, &g, &err)) {
+        CHECKF(0, "%s", err.message);
+        free(text);
+        return;
+    }
+    free(text);
+    const nd_json *cases = nd_json_get(g, "cases");
+    nd_train_model m;
+    CHECKF(nd_train_model_load(&m, CKPT, NULL, &err) == 0, "%s", err.message);
+    CHECK(nd_train_enable_full(&m, &err) == 0);
+    for (int i = 0; i < m.n_tensors; i++) /* what the .cact holds for the FP16 tensors */
+        if (m.tensors[i].role >= 0 && !m.tensors[i].param->cq)
+            for (size_t k = 0; k < m.tensors[i].count; k++) {
+                float *w = m.params + m.tensors[i].offset + k;
+                *w = nd_half_to_float(nd_float_to_half(*w));
+            }
+    float *before = malloc(sizeof(float) * m.n_params);
+    if (!before) { CHECK(0); return; }
+    memcpy(before, m.params, sizeof(float) * m.n_params);
+    size_t n = 0;
+    CHECK(nd_qat_master(&m, &n) == NULL); /* not before it is enabled */
+    CHECK(nd_qat_enable(&m, 4, &err) == 0);
+    float *master = nd_qat_master(&m, &n);
+    CHECK(master && n > 0 && n <= m.n_params && !memcmp(master, before, sizeof(float) * n));
+    unsigned char *skip = calloc((size_t)m.cfg.vocab_size, 1);
+    int ties = skip ? tie_rows(&m, skip) : -1;
+    CHECKF(ties >= 0 && ties <= 2, "%d embedding rows differ from the .cact's", ties);
+    double a8 = cases ? worst_logit_error(&m, &cases->items[1], "logits_a8", skip) : INFINITY;
+    CHECKF(a8 < 1e-4, "full QAT forward vs logits_a8: %g", a8);
+    /* a step of the optimiser moves the master; the next forward sees it quantised. CQ keeps one
+     * norm per group, so a row scaled by 2 quantises to twice its old deploy value. */
+    const float *E = nd_train_param(&m, ND_P_EMBEDDING);
+    size_t e0 = (size_t)(E - m.params);
+    int d = m.cfg.d_model;
+    float *q_old = malloc(sizeof(float) * (size_t)d);
+    if (!q_old) { CHECK(0); return; }
+    memcpy(q_old, E, sizeof(float) * (size_t)d);
+    int changed = 0;
+    for (int c = 0; c < d; c++) changed += q_old[c] != before[e0 + (size_t)c];
+    CHECKF(changed > d / 2, "only %d of %d values of a row quantised", changed, d);
+    for (int c = 0; master && c < d; c++) master[e0 + (size_t)c] *= 2.0f;
+    nd_qat_refresh(&m);
+    CHECK(E[0] == q_old[0]); /* the master was not marked moved: nothing re-derived */
+    nd_qat_master_moved(&m);
+    nd_qat_refresh(&m);
+    double worst = 0.0;
+    for (int c = 0; c < d; c++) worst = fmax(worst, fabs(E[c] - 2.0 * q_old[c]));
+    CHECKF(worst < 1e-3, "scaled row re-quantised %g from twice its old value", worst);
+    nd_qat_free(&m); /* the float weights come back */
+    CHECK(m.qat == NULL && E[0] == 2.0f * before[e0] && E[d - 1] == 2.0f * before[e0 + (size_t)d - 1]);
+    CHECK(!memcmp(m.params + d, before + d, sizeof(float) * (n - (size_t)d)) || e0 != 0);
+    free(q_old);
+    printf("  full QAT: W4+A8 forward vs reference %.2g; master %zu floats\n", a8, n);
+    free(skip);
+    free(before);
+    nd_train_model_free(&m);
+    nd_json_free(g);
+}
+
 static void test_a8_quantiser(void)
 {
     /* ties round half to even; one scale per row; an all-zero row stays 0 */
@@ -228,6 +297,7 @@ int main(void)
 {
     RUN(test_a8_quantiser);
     RUN(test_qat_forward_matches_reference_a8_golden);
+    RUN(test_full_qat_master_and_forward);
     RUN(test_adapter_scheme_and_build);
     return check_summary();
 }

@@ -53,7 +53,9 @@ static void usage(FILE *to)
             "                    with a straight-through estimator at the config's weight_bits map (auto; else 4)\n"
             "                    or at 2/4 bits, activations through the A8 deploy path; none = full precision.\n"
             "                    The adapter records it (qat_bits, qat_bits_map, seed) and `needle build --lora`\n"
-            "                    deploys that scheme, refusing a --bits that differs\n");
+            "                    deploys that scheme, refusing a --bits that differs.  With --full: float\n"
+            "                    unless 2 or 4 is given; then a float master is trained through CQ at that\n"
+            "                    width + A8 (build the checkpoint at the same --bits)\n");
 }
 
 static int is_dir(const char *p)

@@ -236,14 +236,18 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
         rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: qat_bits must be auto, none, 2 or 4 (got '%s')", p->qat_bits);
         goto done;
     }
-    if (full && p->qat_bits && strcmp(p->qat_bits, "none") && strcmp(p->qat_bits, "auto")) {
-        rc = nd_errorf(err, NEEDLE_EINVAL, "finetune: qat_bits %s needs LoRA (full trains in full precision)",
-                       p->qat_bits);
+    /* full fine-tuning runs in full precision unless asked for a width (auto keeps it float) */
+    int full_qat = full && qat_bits;
+    if (full && !full_qat) qat_map = 0;
+    if (full_qat && (p->save_every > 0 || p->resume_path)) {
+        rc = nd_errorf(err, NEEDLE_EUNSUPPORTED, "finetune: --full --qat-bits %s cannot save or resume a training "
+                       "state yet (drop --save-every / --resume, or --qat-bits)", p->qat_bits);
         goto done;
     }
-    if (!full && (qat_bits || qat_map) && (rc = nd_qat_enable(&m, qat_bits, err))) goto done;
+    if ((qat_bits || qat_map) && (rc = nd_qat_enable(&m, qat_bits, err))) goto done;
     nd_trainer_result r;
     if ((rc = nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &r, err))) goto done;
+    if (full_qat) nd_qat_free(&m); /* the checkpoint holds the master's float weights */
     rc = full ? nd_train_save_full(&m, p->out_path, err) : nd_train_save_lora(&m, p->out_path, err);
     if (rc) goto done;
     if (log) {

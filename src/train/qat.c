@@ -1,4 +1,4 @@
-/* qat.c - deploy numerics inside LoRA training (see qat.h). */
+/* qat.c - deploy numerics inside fine-tuning, LoRA or full (see qat.h). */
 #include "train/qat.h"
 
 #include <math.h>
@@ -119,9 +119,44 @@ static int width_of(const nd_train_model *m, const nd_bits_map *map, const nd_te
     return nd_bits_map_lookup(map, name);
 }
 
+/* The first float of the heads: the trainable weights of a full model are the prefix before it
+ * (the parameter table puts the heads last). */
+static size_t trainable_end(const nd_train_model *m)
+{
+    size_t end = m->n_params;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].role < 0 && m->tensors[i].offset < end) end = m->tensors[i].offset;
+    return end;
+}
+
+static int enable_full(nd_train_model *m, const nd_bits_map *map, needle_error *err)
+{
+    nd_qat *q = m->qat;
+    q->n_master = trainable_end(m);
+    q->master = malloc(sizeof(float) * (q->n_master ? q->n_master : 1));
+    q->width = calloc((size_t)m->n_tensors, sizeof(int));
+    if (!q->master || !q->width) {
+        nd_qat_free(m);
+        return nd_errorf(err, NEEDLE_ENOMEM, "qat: cannot allocate the master weights (%zu floats)", q->n_master);
+    }
+    memcpy(q->master, m->params, sizeof(float) * q->n_master);
+    for (int i = 0; i < m->n_tensors; i++) {
+        nd_tensor_info *t = &m->tensors[i];
+        if (t->role < 0 || !t->param->cq || t->offset >= q->n_master) continue;
+        int w = width_of(m, map, t);
+        if (!nd_cq_bits_valid(w)) {
+            nd_qat_free(m);
+            return nd_errorf(err, NEEDLE_EINVAL, "qat: width %d for %s is not a CQ width", w, t->name);
+        }
+        q->width[i] = w;
+    }
+    q->stale = 1;
+    nd_qat_refresh(m);
+    return 0;
+}
+
 int nd_qat_enable(nd_train_model *m, int bits, needle_error *err)
 {
-    if (!m->lora) return nd_errorf(err, NEEDLE_EINVAL, "qat: quantisation-aware training needs LoRA (not --full)");
     if (m->cfg.kv_bits > 0 && m->cfg.kv_bits < 8)
         return nd_errorf(err, NEEDLE_EUNSUPPORTED,
                          "qat: the config's kv_bits %d asks for a CQ-quantised KV cache, which the trainer does not "
@@ -138,6 +173,7 @@ int nd_qat_enable(nd_train_model *m, int bits, needle_error *err)
     if (!bits) snprintf(q->bits_map, sizeof q->bits_map, "%s", m->cfg.weight_bits);
     q->act_bits = m->cfg.act_bits;
     m->qat = q;
+    if (!m->lora) return enable_full(m, &map, err);
     size_t total = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         nd_tensor_info *t = &m->tensors[i];
@@ -171,16 +207,57 @@ int nd_qat_enable(nd_train_model *m, int bits, needle_error *err)
 
 void nd_qat_free(nd_train_model *m)
 {
-    if (!m->qat) return;
-    free(m->qat->w);
-    free(m->qat);
+    nd_qat *q = m->qat;
+    if (!q) return;
+    if (q->master && q->width) { /* the float weights, not their deploy values, are what the run trained */
+        memcpy(m->params, q->master, sizeof(float) * q->n_master);
+        nd_train_restore_constants(m);
+    }
+    free(q->w);
+    free(q->master);
+    free(q->width);
+    free(q);
     m->qat = NULL;
+}
+
+float *nd_qat_master(nd_train_model *m, size_t *n)
+{
+    if (!m->qat || !m->qat->master) return NULL;
+    *n = m->qat->n_master;
+    return m->qat->master;
+}
+
+void nd_qat_master_moved(nd_train_model *m)
+{
+    if (m->qat && m->qat->master) m->qat->stale = 1;
+}
+
+/* Full: m->params = the master, each CQ matrix at its deploy value. */
+static void refresh_full(nd_train_model *m)
+{
+    nd_qat *q = m->qat;
+    if (!q->stale) return;
+    memcpy(m->params, q->master, sizeof(float) * q->n_master);
+    nd_train_restore_constants(m);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const nd_tensor_info *t = &m->tensors[i];
+        if (!q->width[i]) continue;
+        int in = (int)t->shape[t->ndim - 2], out = (int)t->shape[t->ndim - 1];
+        cq_job j = {m->params + t->offset, NULL, in, out, q->width[i], t->param->transpose};
+        int rows = j.by_column ? (int)(t->count / (size_t)in) : (int)(t->count / (size_t)out);
+        nd_par_rows(m->pool, rows, cq_rows, &j, NULL, 0);
+    }
+    q->stale = 0;
 }
 
 void nd_qat_refresh(nd_train_model *m)
 {
     nd_qat *q = m->qat;
     if (!q) return;
+    if (q->master) {
+        refresh_full(m);
+        return;
+    }
     int L = m->cfg.num_layers, r = m->lora_rank;
     for (int t = 0; t < ND_LORA_TARGETS; t++) {
         int in, out;

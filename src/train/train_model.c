@@ -313,7 +313,7 @@ static int site_of_layer(const nd_config *c, int l)
  * merged and CQ-quantised one (which already holds scale * A B). */
 static const float *proj_weight(const nd_train_model *m, int t, int l, size_t per)
 {
-    return m->qat ? m->qat->w + m->qat->off[t] + (size_t)l * per : PL(LORA_ROLE(t), l, per);
+    return m->qat && m->qat->w ? m->qat->w + m->qat->off[t] + (size_t)l * per : PL(LORA_ROLE(t), l, per);
 }
 
 /* y = x W_l (+ scale * (x A_l) B_l); xa keeps scale * x A_l for the backward.

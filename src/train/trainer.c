@@ -99,6 +99,8 @@ static void trainable(nd_train_model *m, float **w, float **g, size_t *n)
     *w = m->params;
     *g = m->grads;
     *n = end;
+    float *master = nd_qat_master(m, n); /* full QAT: the optimiser moves the float master weights */
+    if (master) *w = master;
 }
 
 /* ---- the batches of one epoch ---------------------------------------------- */
@@ -417,6 +419,7 @@ int nd_trainer_run(nd_train_model *m, const nd_dataset *ds, int pad_id, const nd
             loss = cnt ? loss / cnt : 0.0;
             nd_adamw_step(&c.opt, w, g, nd_schedule_lr(o->lr, step, total));
             if (!m->lora) nd_train_restore_constants(m);
+            nd_qat_master_moved(m);
             tokens += real;
             tokens_win += real;
             res->real_tokens += real;
