@@ -11,6 +11,7 @@
 #   DATA=DIR         use DIR/{train,val,test}.jsonl as they are instead of generating
 #   BASE=...         float checkpoint to start from (default models/needle-default.safetensors)
 #   EPOCHS=auto LR=auto BATCH=16 FULL=1 (FULL=0: LoRA)            THREADS=(all cores)
+#   QAT=4            --qat-bits: train under the 4-bit build's numerics (none: in float; LoRA: auto)
 #   OUT_DIR=build/examples/SET                                    NEEDLE=build/needle
 # (OUT_DIR, not OUT: tools that run scripts on other machines often set OUT for their own use)
 # Needs python3 with faker, num2words and lemminflect (pip install faker num2words lemminflect) for the generator.
@@ -63,7 +64,8 @@ if [ ! -f "$BASE" ]; then
     exit 1
 fi
 MODE=""
-[ "$FULL" = 1 ] && MODE=--full
+[ "$FULL" = 1 ] && MODE="--full --qat-bits ${QAT:-4}"
+[ "$FULL" = 1 ] || MODE="--qat-bits ${QAT:-auto}"
 start=$(date +%s)
 # shellcheck disable=SC2086
 # val.jsonl for validation (early stopping, best weights kept); step 5 scores the test split
