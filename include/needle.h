@@ -169,7 +169,10 @@ typedef struct needle_finetune_options {
     int keep_last;               /* 1: return the last weights; 0: those of the best validation loss */
     int layout;                  /* NEEDLE_LAYOUT_*: how rows are rendered; 0 (auto): as needle_model_open would */
     const char *qat_bits;        /* LoRA numerics: NULL/"auto" (deploy: config's weight_bits, else CQ 4, + A8),
-                                    "none" (full precision), "2" or "4"; recorded in the adapter */
+                                    "none" (full precision), "2" or "4"; recorded in the adapter.  full:
+                                    "2" or "4" trains under that deploy numerics, else full precision */
+    double decision_weight;      /* > 0 and != 1: the loss gradient of each answer's first token (after
+                                    <tool_call>: call or no call) is scaled by it; 0 or 1: plain CE */
 } needle_finetune_options;
 
 typedef struct needle_finetune_result {

@@ -275,14 +275,14 @@ typedef struct { float *f, *E; int32_t *tg; } ce_ctx;
 static double ce_loss(void *c_)
 {
     ce_ctx *c = c_;
-    return nd_op_logits_ce(NULL, NULL, NULL, c->f, c->E, c->tg, 5, 8, 11, 0.0f);
+    return nd_op_logits_ce(NULL, NULL, NULL, c->f, c->E, c->tg, NULL, 5, 8, 11, 0.0f);
 }
 static void test_logits_ce(void)
 {
     int32_t tg[5] = {3, -1, 0, 10, 7};
     ce_ctx c = {randn(40, 1), randn(88, 1), tg};
     float *df = zeros(40), *dE = zeros(88);
-    double l = nd_op_logits_ce(NULL, df, dE, c.f, c.E, tg, 5, 8, 11, 1.0f);
+    double l = nd_op_logits_ce(NULL, df, dE, c.f, c.E, tg, NULL, 5, 8, 11, 1.0f);
     /* the loss by hand for row 0 */
     double lg[11], mx = -1e30, s = 0, l0;
     for (int v = 0; v < 11; v++) {
@@ -297,6 +297,34 @@ static void test_logits_ce(void)
     check_grad("ce dE", ce_loss, &c, c.E, dE, 88, 1e-2f, 1e-3);
     /* row 1 has no target: no gradient */
     CHECK(df[8] == 0.0f && df[15] == 0.0f);
+    free(c.f); free(c.E); free(df); free(dE);
+}
+
+/* Per-row weights (the fine-tuning decision weight) scale each row's gradient; the returned
+ * loss stays the plain sum.  The reference: sum_i w_i * (row i's loss alone). */
+static const float ce_w[5] = {4.0f, 7.0f, 1.0f, 0.5f, 2.5f};
+static double ce_weighted_loss(void *c_)
+{
+    ce_ctx *c = c_;
+    double s = 0;
+    for (int i = 0; i < 5; i++) {
+        int32_t one[5] = {-1, -1, -1, -1, -1};
+        one[i] = c->tg[i];
+        s += ce_w[i] * nd_op_logits_ce(NULL, NULL, NULL, c->f, c->E, one, NULL, 5, 8, 11, 0.0f);
+    }
+    return s;
+}
+static void test_logits_ce_weighted(void)
+{
+    int32_t tg[5] = {3, -1, 0, 10, 7};
+    ce_ctx c = {randn(40, 2), randn(88, 2), tg};
+    float *df = zeros(40), *dE = zeros(88);
+    double plain = nd_op_logits_ce(NULL, NULL, NULL, c.f, c.E, tg, NULL, 5, 8, 11, 0.0f);
+    double l = nd_op_logits_ce(NULL, df, dE, c.f, c.E, tg, ce_w, 5, 8, 11, 1.0f);
+    CHECKF(l == plain, "weighted call returned %g, plain loss %g", l, plain);
+    CHECKF(fabs(ce_weighted_loss(&c) - plain) > 0.1, "weights make no difference to the reference (%g)", plain);
+    check_grad("weighted ce df", ce_weighted_loss, &c, c.f, df, 40, 1e-2f, 1e-3);
+    check_grad("weighted ce dE", ce_weighted_loss, &c, c.E, dE, 88, 1e-2f, 1e-3);
     free(c.f); free(c.E); free(df); free(dE);
 }
 
@@ -461,6 +489,7 @@ int main(void)
     RUN(test_engram_gate);
     RUN(test_sinkhorn);
     RUN(test_logits_ce);
+    RUN(test_logits_ce_weighted);
     RUN(test_lora_identity_at_init);
     RUN(test_batch_rows_independent);
     RUN(test_step_bit_identical_across_threads);

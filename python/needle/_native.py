@@ -42,7 +42,8 @@ class FinetuneOptions(ctypes.Structure):
                 ("save_every", ctypes.c_int), ("state_path", ctypes.c_char_p), ("resume_path", ctypes.c_char_p),
                 ("stop_after", ctypes.c_int), ("plot_path", ctypes.c_char_p), ("quiet", ctypes.c_int),
                 ("val_path", ctypes.c_char_p), ("eval_every", ctypes.c_int), ("patience", ctypes.c_int),
-                ("keep_last", ctypes.c_int), ("layout", ctypes.c_int), ("qat_bits", ctypes.c_char_p)]
+                ("keep_last", ctypes.c_int), ("layout", ctypes.c_int), ("qat_bits", ctypes.c_char_p),
+                ("decision_weight", ctypes.c_double)]
 
 
 class FinetuneResult(ctypes.Structure):

@@ -25,6 +25,7 @@ _FINETUNE_OPTIONS = {
     "state_file": ("state_path", str), "resume": ("resume_path", str), "plot": ("plot_path", str),
     "val": ("val_path", str), "eval_every": ("eval_every", int), "patience": ("patience", int),
     "keep_last": ("keep_last", bool), "qat_bits": ("qat_bits", str),
+    "decision_weight": ("decision_weight", float),
 }
 _LAYOUTS = {"auto": 0, "2.0.8": 1, "2.0.15": 2}
 
@@ -55,7 +56,7 @@ def finetune(data, checkpoint, out, *, tokenizer=None, bucket="global", layout="
     (a validation file), eval_every=0 (automatic), patience=3, keep_last=False,
     seed=0, threads, log_every=10, bucket="global"|"batch", bucket_window=50,
     save_every, state_file, resume, stop_after, plot, quiet,
-    qat_bits="auto"|"none"|"2"|"4", layout="auto"|"2.0.8"|"2.0.15".  Returns
+    qat_bits="auto"|"none"|"2"|"4", decision_weight=1, layout="auto"|"2.0.8"|"2.0.15".  Returns
     {"rows","steps","stopped","first_loss","last_loss","last_val_loss","seconds",
     "tokens_per_s","epochs","best_step","early_stopped","best_val_loss","lr","out"}.
     """

@@ -20,7 +20,7 @@ static void usage(FILE *to)
             "         [--val FILE] [--val-split 0.1] [--eval-every auto|N] [--patience 3] [--keep-last]\n"
             "         [--test FILE] [--lora-rank 16] [--lora-alpha 32] [--max-len 1024] [--seed 0] [--threads N]\n"
             "         [--log-every 10] [--bucket global|batch] [--bucket-window 50] [--plot loss.svg]\n"
-            "         [--layout auto|2.0.8|2.0.15] [--qat-bits auto|none|2|4]\n"
+            "         [--layout auto|2.0.8|2.0.15] [--qat-bits auto|none|2|4] [--decision-weight 1]\n"
             "         [--save-every N] [--state-file OUT.state] [--resume STATE] [--stop-after N]\n"
             "DATA is a JSONL file of rows {query, tools, answers|function_calls, reasoning?, system?, turns?},\n"
             "or a directory written by `needle generate-data` (DIR/train.jsonl; DIR/val.jsonl is the\n"
@@ -55,7 +55,9 @@ static void usage(FILE *to)
             "                    The adapter records it (qat_bits, qat_bits_map, seed) and `needle build --lora`\n"
             "                    deploys that scheme, refusing a --bits that differs.  With --full: float\n"
             "                    unless 2 or 4 is given; then a float master is trained through CQ at that\n"
-            "                    width + A8 (build the checkpoint at the same --bits)\n");
+            "                    width + A8 (build the checkpoint at the same --bits)\n"
+            "  --decision-weight W  scale the loss gradient of each answer's first token (right after\n"
+            "                    <tool_call>: call or no call) by W; 1 (default) is plain cross-entropy\n");
 }
 
 static int is_dir(const char *p)
@@ -156,6 +158,8 @@ int cmd_finetune(int argc, char **argv)
             bad = cli_int(C, "--stop-after", v, 0, 1 << 30, &o.stop_after);
         else if ((v = cli_flag_value(argc, argv, &i, "--plot"))) o.plot_path = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--qat-bits"))) o.qat_bits = v;
+        else if ((v = cli_flag_value(argc, argv, &i, "--decision-weight")))
+            bad = cli_double(C, "--decision-weight", v, 0.0, 1000.0, &o.decision_weight);
         else if (argv[i][0] == '-') {
             fprintf(stderr, "needle finetune: unknown option %s\n", argv[i]);
             usage(stderr);

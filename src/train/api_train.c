@@ -83,6 +83,7 @@ static int trainer_options(const needle_finetune_options *p, nd_trainer_opts *o,
     o->seed = p->seed;
     o->bucket = p->bucket_batch ? ND_BUCKET_BATCH : ND_BUCKET_GLOBAL;
     o->bucket_window = p->bucket_window;
+    o->decision_weight = p->decision_weight;
     *full = p->full != 0;
     *rank = p->lora_rank;
     *alpha = p->lora_alpha;
@@ -108,10 +109,11 @@ static int trainer_options(const needle_finetune_options *p, nd_trainer_opts *o,
     if (!p->resume_path && o->lr == 0) o->lr = *full ? 5e-4 : 2e-3; /* automatic (docs/fine-tuning) */
     if (o->epochs < 0 || p->eval_every < 0 || p->patience < 0 || o->batch_size < 1 || o->max_len < 2 || !(o->val_split >= 0 && o->val_split < 1) ||
         !(o->lr > 0) || (!*full && (*rank < 1 || !(*alpha > 0))) || o->bucket_window < 0 || o->save_every < 0 ||
-        o->stop_after < 0 || o->log_every < 0 || p->threads < 0)
+        o->stop_after < 0 || o->log_every < 0 || p->threads < 0 || !(o->decision_weight >= 0 && o->decision_weight <= 1000))
         return nd_errorf(err, NEEDLE_EINVAL,
                          "finetune: an option is out of range (epochs >= 0, batch_size >= 1; max_len >= 2; 0 <= "
-                         "val_split < 1; lr >= 0; lora_rank >= 1; lora_alpha > 0; counts >= 0)");
+                         "val_split < 1; lr >= 0; lora_rank >= 1; lora_alpha > 0; counts >= 0; 0 <= decision_weight "
+                         "<= 1000)");
     return 0;
 }
 
@@ -245,6 +247,8 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
         goto done;
     }
     if ((qat_bits || qat_map) && (rc = nd_qat_enable(&m, qat_bits, err))) goto done;
+    m.decision_weight = (float)o.decision_weight;
+    m.decision_token = nd_tokenizer_piece_id(tok, "<tool_call>", strlen("<tool_call>"));
     nd_trainer_result r;
     if ((rc = nd_trainer_run(&m, &ds, nd_tokenizer_pad(tok), &o, &r, err))) goto done;
     if (full_qat) nd_qat_free(&m); /* the checkpoint holds the master's float weights */

@@ -148,6 +148,7 @@ static void add_tensor(nd_train_model *m, const nd_param_desc *p, int instance)
 int nd_train_model_create(nd_train_model *m, const nd_config *cfg, needle_error *err)
 {
     memset(m, 0, sizeof *m);
+    m->decision_token = -1;
     m->cfg = *cfg;
     const nd_config *c = &m->cfg;
     if (c->mhc_lanes < 1 || c->mhc_lanes > ND_MAX_LANES)
@@ -811,12 +812,19 @@ double nd_train_step_grad(nd_train_model *m, const int32_t *ids, const int32_t *
     forward_all(m, ids, B, T);
     if (!count) return 0.0;
     float *dE = m->grads ? m->grads + m->tensors[m->role_index[ND_P_EMBEDDING][0]].offset : NULL;
-    if (!backward) return nd_op_logits_ce(m->pool, NULL, NULL, a->f, nd_train_param(m, ND_P_EMBEDDING), targets, N, d, V, 0);
+    if (!backward)
+        return nd_op_logits_ce(m->pool, NULL, NULL, a->f, nd_train_param(m, ND_P_EMBEDDING), targets, NULL, N, d, V, 0);
     if (m->grads) ZERO(m->grads, m->n_params);
     if (m->lora_grads) ZERO(m->lora_grads, m->n_lora);
     ZERO(a->df, (size_t)N * d);
-    double loss = nd_op_logits_ce(m->pool, a->df, dE, a->f, nd_train_param(m, ND_P_EMBEDDING), targets, N, d, V,
-                                  1.0f / (float)count);
+    /* the token after each <tool_call> is the call / no-call decision: weighted when asked */
+    float *weight = NULL;
+    if (m->decision_token >= 0 && m->decision_weight > 0.0f && m->decision_weight != 1.0f &&
+        (weight = malloc(sizeof(float) * (size_t)N)))
+        for (int i = 0; i < N; i++) weight[i] = ids[i] == m->decision_token ? m->decision_weight : 1.0f;
+    double loss = nd_op_logits_ce(m->pool, a->df, dE, a->f, nd_train_param(m, ND_P_EMBEDDING), targets, weight, N, d,
+                                  V, 1.0f / (float)count);
+    free(weight);
     ZERO(a->dmean, (size_t)N * d);
     float *g_final = m->grads ? m->grads + m->tensors[m->role_index[ND_P_FINAL_NORM][0]].offset : NULL;
     nd_par_zcrms_bwd(m->pool, a->dmean, g_final, a->df, a->mean, a->f_r, nd_train_param(m, ND_P_FINAL_NORM), N, d, 1);

@@ -62,7 +62,12 @@ typedef struct nd_train_model {
     size_t lora_a_off[ND_LORA_TARGETS], lora_b_off[ND_LORA_TARGETS];
 
     uint64_t lora_seed;  /* the seed the adapter was initialised with (adapter metadata) */
-    struct nd_qat *qat;  /* LoRA under deploy numerics (train/qat.h); NULL: full precision */
+    struct nd_qat *qat;  /* deploy numerics (train/qat.h); NULL: full precision */
+    /* The first answer token after each <tool_call> (decision_token) decides call or no call; its
+     * loss gradient is scaled by decision_weight when that is > 0 and not 1 (plain cross-entropy
+     * otherwise, as SPEC 12).  decision_token -1: none. */
+    int decision_token;
+    float decision_weight;
 
     const char *source_path; /* borrowed: the checkpoint it came from (a Needle 3 adapter's "base"); may be NULL */
     nd_threadpool *pool; /* borrowed; NULL = serial */

@@ -552,6 +552,7 @@ typedef struct {
     float *dl; /* [n_rows, V]: the logits, then d loss / d logits */
     double *loss;
     const int32_t *target, *rows; /* rows: the chunk's row numbers */
+    const float *weight;          /* per row (NULL: 1) */
     int V, want_grad;
     float grad_scale;
 } ce_job;
@@ -570,12 +571,13 @@ static void ce_row_task(void *ctx, int task, int thread)
     int tg = j->target[j->rows[task]];
     j->loss[task] = lse - (double)l[tg];
     if (!j->want_grad) return;
+    float scale = j->grad_scale * (j->weight ? j->weight[j->rows[task]] : 1.0f);
     for (int v = 0; v < j->V; v++)
-        l[v] = (float)(exp((double)l[v] - lse) - (v == tg ? 1.0 : 0.0)) * j->grad_scale;
+        l[v] = (float)(exp((double)l[v] - lse) - (v == tg ? 1.0 : 0.0)) * scale;
 }
 
 double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f, const float *E,
-                       const int32_t *target, int N, int d, int V, float grad_scale)
+                       const int32_t *target, const float *weight, int N, int d, int V, float grad_scale)
 {
     float *dl = malloc(sizeof(float) * (size_t)CE_CHUNK * (size_t)V);
     double *loss = malloc(sizeof(double) * CE_CHUNK);
@@ -595,7 +597,7 @@ double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f
         if (!n) continue;
         for (int i = 0; i < n; i++) memcpy(fs + (size_t)i * d, f + (size_t)rows[i] * d, sizeof(float) * (size_t)d);
         gemm(pool, dl, V, nd_gemm_rowmajor(fs, d), nd_gemm_transposed(E, d), n, V, d, 0); /* logits = F E^T */
-        ce_job j = {dl, loss, target, rows, V, df || dE, grad_scale};
+        ce_job j = {dl, loss, target, rows, weight, V, df || dE, grad_scale};
         nd_threadpool_run(pool, n, ce_row_task, &j);
         if (df) { /* df += G E */
             gemm(pool, dfs, d, nd_gemm_rowmajor(dl, V), nd_gemm_rowmajor(E, d), n, d, V, 0);

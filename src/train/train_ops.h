@@ -103,8 +103,9 @@ void nd_op_sinkhorn_bwd(float *dR, const float *dP, const float *R, int n);
 /* Tied-embedding logits + softmax cross-entropy.  For every row i with
  * target[i] >= 0: loss_i = logsumexp(f_i E^T) - (f_i E^T)[target].  Returns
  * the SUM of loss_i; with df/dE non-NULL adds the gradient of
- * (sum of loss_i) * grad_scale.  f [N,d], E [V,d]. */
+ * (sum of w_i loss_i) * grad_scale, w_i = weight[i] (all 1 when weight is
+ * NULL; the returned loss is never weighted).  f [N,d], E [V,d]. */
 double nd_op_logits_ce(nd_threadpool *pool, float *df, float *dE, const float *f, const float *E,
-                       const int32_t *target, int N, int d, int V, float grad_scale);
+                       const int32_t *target, const float *weight, int N, int d, int V, float grad_scale);
 
 #endif

@@ -43,6 +43,10 @@ void nd_trainer_describe(const nd_trainer_opts *o, const nd_train_model *m, char
              m->lora ? (double)(m->lora_scale * (float)m->lora_rank) : 0.0, o->epochs, o->batch_size, o->max_len,
              o->lr, o->val_split, o->seed, o->bucket == ND_BUCKET_BATCH ? "batch" : "global",
              o->bucket == ND_BUCKET_BATCH ? o->bucket_window : 0, qat);
+    if (o->decision_weight > 0 && o->decision_weight != 1.0) { /* absent when plain: older states still match */
+        size_t used = strlen(out);
+        if (used < size) snprintf(out + used, size - used, ";decision=%.17g", o->decision_weight);
+    }
 }
 
 int nd_trainer_parse_description(const char *s, nd_trainer_opts *o, int *full, int *rank, double *alpha,
@@ -67,6 +71,8 @@ int nd_trainer_parse_description(const char *s, nd_trainer_opts *o, int *full, i
         else if (!strcmp(k, "val_split"))
             rc = nd_parse_double(v, 0, 0.99, "training options: val_split", &o->val_split, err);
         else if (!strcmp(k, "seed")) rc = nd_parse_u64(v, "training options: seed", &o->seed, err);
+        else if (!strcmp(k, "decision"))
+            rc = nd_parse_double(v, 0, 1000, "training options: decision", &o->decision_weight, err);
         else if (!strcmp(k, "bucket")) o->bucket = !strcmp(v, "batch") ? ND_BUCKET_BATCH : ND_BUCKET_GLOBAL;
         else if (!strcmp(k, "bucket_window"))
             rc = nd_parse_int(v, 0, 1 << 20, "training options: bucket_window", &o->bucket_window, err);

@@ -39,6 +39,7 @@ typedef struct nd_trainer_opts {
     int patience;   /* > 0: stop after this many validations in a row without a new best */
     int keep_best;  /* 1: at the end, the weights of the best validation loss replace the last ones */
     int val_tail;   /* > 0: the dataset's last val_tail rows are the validation set (val_split unused) */
+    double decision_weight; /* the model's decision_weight (train_model.h), recorded in the description */
 } nd_trainer_opts;
 
 void nd_trainer_opts_default(nd_trainer_opts *o);
