@@ -12,6 +12,7 @@
 #   BASE=...         float checkpoint to start from (default models/needle-default.safetensors)
 #   EPOCHS=auto LR=auto BATCH=16 FULL=1 (FULL=0: LoRA)            THREADS=(all cores)
 #   QAT=4            --qat-bits: train under the 4-bit build's numerics (none: in float; LoRA: auto)
+#   FINETUNE_ARGS=   more needle finetune options, split at spaces (e.g. "--decision-weight 5")
 #   OUT_DIR=build/examples/SET                                    NEEDLE=build/needle
 # (OUT_DIR, not OUT: tools that run scripts on other machines often set OUT for their own use)
 # Needs python3 with faker, num2words and lemminflect (pip install faker num2words lemminflect) for the generator.
@@ -71,7 +72,7 @@ start=$(date +%s)
 # val.jsonl for validation (early stopping, best weights kept); step 5 scores the test split
 "$NEEDLE" finetune "$OUT/data/train.jsonl" --val "$OUT/data/val.jsonl" --checkpoint "$BASE" --tokenizer "$TOK" \
     --out "$OUT/finetuned.safetensors" $MODE --epochs "$EPOCHS" --lr "$LR" --batch-size "$BATCH" --bucket batch \
-    --max-len 1024 --seed "$SEED" --log-every 20 $THREADS_FLAG
+    --max-len 1024 --seed "$SEED" --log-every 20 $THREADS_FLAG ${FINETUNE_ARGS:-}
 echo "fine-tuning took $(( $(date +%s) - start )) s"
 
 echo "== 4. build $OUT/$SET.cact"

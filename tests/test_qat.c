@@ -85,7 +85,8 @@ static double worst_logit_error(nd_train_model *m, const nd_json *c, const char 
     return worst;
 }
 
-static void test_qat_forward_matches_reference_a8_golden(void)
+/* tiny_a8.json, parsed (NULL after a failed check). */
+static nd_json *load_golden(void)
 {
     char *text = NULL;
     size_t len = 0;
@@ -94,20 +95,42 @@ static void test_qat_forward_matches_reference_a8_golden(void)
     if (nd_read_file_max(GOLDEN, (size_t)64 << 20, "golden", &text, &len, &err) ||
         nd_json_parse(text, len, GOLDEN, &g, &err)) {
         CHECKF(0, "%s", err.message);
-        free(text);
-        return;
+        g = NULL;
     }
     free(text);
-    const nd_json *cases = nd_json_get(g, "cases");
-    nd_train_model m;
-    CHECKF(nd_train_model_load(&m, CKPT, NULL, &err) == 0, "%s", err.message);
-    CHECK(nd_train_lora_create(&m, 4, 8.0f, 1, &err) == 0); /* B = 0: the merged weights are the checkpoint's */
-    for (int i = 0; i < m.n_tensors; i++) /* what the .cact holds for the FP16 tensors */
-        if (m.tensors[i].role >= 0 && !m.tensors[i].param->cq)
-            for (size_t k = 0; k < m.tensors[i].count; k++) {
-                float *w = m.params + m.tensors[i].offset + k;
+    return g;
+}
+
+/* What the .cact holds for the FP16 (non-CQ) tensors: their values rounded to half. */
+static void round_fp16_tensors(nd_train_model *m)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].role >= 0 && !m->tensors[i].param->cq)
+            for (size_t k = 0; k < m->tensors[i].count; k++) {
+                float *w = m->params + m->tensors[i].offset + k;
                 *w = nd_half_to_float(nd_float_to_half(*w));
             }
+}
+
+/* The golden, and m: the tiny checkpoint as LoRA (rank 4, B = 0) or full, FP16 tensors rounded. */
+static nd_json *setup(nd_train_model *m, int lora)
+{
+    needle_error err;
+    nd_json *g = load_golden();
+    if (!g) return NULL;
+    CHECKF(nd_train_model_load(m, CKPT, NULL, &err) == 0, "%s", err.message);
+    CHECK((lora ? nd_train_lora_create(m, 4, 8.0f, 1, &err) : nd_train_enable_full(m, &err)) == 0);
+    round_fp16_tensors(m);
+    return g;
+}
+
+static void test_qat_forward_matches_reference_a8_golden(void)
+{
+    needle_error err;
+    nd_train_model m;
+    nd_json *g = setup(&m, 1); /* LoRA with B = 0: the merged weights are the checkpoint's */
+    if (!g) return;
+    const nd_json *cases = nd_json_get(g, "cases");
     /* full precision first: the A8 logits must not already be what it computes */
     double plain = cases ? worst_logit_error(&m, &cases->items[1], "logits_a8", NULL) : INFINITY;
     CHECK(nd_qat_enable(&m, 4, &err) == 0);
@@ -136,27 +159,11 @@ static void test_qat_forward_matches_reference_a8_golden(void)
  * next forward, and freeing the QAT state leaves the master's float weights in m->params. */
 static void test_full_qat_master_and_forward(void)
 {
-    char *text = NULL;
-    size_t len = 0;
     needle_error err;
-    nd_json *g = NULL;
-    if (nd_read_file_max(GOLDEN, (size_t)64 << 20, "golden", &text, &len, &err) ||
-        nd_json_parse(text, len, GOLDEN, &g, &err)) {
-        CHECKF(0, "%s", err.message);
-        free(text);
-        return;
-    }
-    free(text);
-    const nd_json *cases = nd_json_get(g, "cases");
     nd_train_model m;
-    CHECKF(nd_train_model_load(&m, CKPT, NULL, &err) == 0, "%s", err.message);
-    CHECK(nd_train_enable_full(&m, &err) == 0);
-    for (int i = 0; i < m.n_tensors; i++) /* what the .cact holds for the FP16 tensors */
-        if (m.tensors[i].role >= 0 && !m.tensors[i].param->cq)
-            for (size_t k = 0; k < m.tensors[i].count; k++) {
-                float *w = m.params + m.tensors[i].offset + k;
-                *w = nd_half_to_float(nd_float_to_half(*w));
-            }
+    nd_json *g = setup(&m, 0);
+    if (!g) return;
+    const nd_json *cases = nd_json_get(g, "cases");
     float *before = malloc(sizeof(float) * m.n_params);
     if (!before) { CHECK(0); return; }
     memcpy(before, m.params, sizeof(float) * m.n_params);
