@@ -64,9 +64,7 @@ if [ ! -f "$BASE" ]; then
     echo "  which this checkout does not ship yet (issue 18). Set BASE=CKPT.safetensors to start elsewhere." >&2
     exit 1
 fi
-MODE=""
-[ "$FULL" = 1 ] && MODE="--full --qat-bits ${QAT:-4}"
-[ "$FULL" = 1 ] || MODE="--qat-bits ${QAT:-auto}"
+if [ "$FULL" = 1 ]; then MODE="--full --qat-bits ${QAT:-4}"; else MODE="--qat-bits ${QAT:-auto}"; fi
 start=$(date +%s)
 # shellcheck disable=SC2086
 # val.jsonl for validation (early stopping, best weights kept); step 5 scores the test split

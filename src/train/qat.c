@@ -119,20 +119,10 @@ static int width_of(const nd_train_model *m, const nd_bits_map *map, const nd_te
     return nd_bits_map_lookup(map, name);
 }
 
-/* The first float of the heads: the trainable weights of a full model are the prefix before it
- * (the parameter table puts the heads last). */
-static size_t trainable_end(const nd_train_model *m)
-{
-    size_t end = m->n_params;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].role < 0 && m->tensors[i].offset < end) end = m->tensors[i].offset;
-    return end;
-}
-
 static int enable_full(nd_train_model *m, const nd_bits_map *map, needle_error *err)
 {
     nd_qat *q = m->qat;
-    q->n_master = trainable_end(m);
+    q->n_master = nd_train_full_trainable(m);
     q->master = malloc(sizeof(float) * (q->n_master ? q->n_master : 1));
     q->width = calloc((size_t)m->n_tensors, sizeof(int));
     if (!q->master || !q->width) {

@@ -224,6 +224,14 @@ void nd_train_restore_constants(nd_train_model *m)
     }
 }
 
+size_t nd_train_full_trainable(const nd_train_model *m)
+{
+    size_t end = m->n_params;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].role < 0 && m->tensors[i].offset < end) end = m->tensors[i].offset;
+    return end;
+}
+
 /* ---- LoRA / full ----------------------------------------------------------- */
 /* The parameter LoRA target t (0-based) adapts. */
 static const nd_param_desc *lora_param(int t)

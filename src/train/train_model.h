@@ -87,6 +87,10 @@ void nd_train_model_free(nd_train_model *m);
  * from fixed seeds, so they are the same in every checkpoint). */
 void nd_train_restore_constants(nd_train_model *m);
 
+/* The floats of m->params a full fine-tune trains: every parameter before the heads (the
+ * parameter table puts the heads last, so the forward's tensors form one prefix). */
+size_t nd_train_full_trainable(const nd_train_model *m);
+
 /* Lookup by name (-1 when absent). */
 int nd_train_find(const nd_train_model *m, const char *name);
 static inline float *nd_train_site_param(const nd_train_model *m, int role, int site)

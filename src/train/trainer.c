@@ -89,8 +89,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The trainable slab: LoRA factors, or every parameter up to the heads (the
- * table puts the heads last, so the forward's tensors form one prefix). */
+/* The trainable slab: LoRA factors, or every parameter up to the heads. */
 static void trainable(nd_train_model *m, float **w, float **g, size_t *n)
 {
     if (m->lora) {
@@ -99,12 +98,9 @@ static void trainable(nd_train_model *m, float **w, float **g, size_t *n)
         *n = m->n_lora;
         return;
     }
-    size_t end = m->n_params;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].role < 0 && m->tensors[i].offset < end) end = m->tensors[i].offset;
     *w = m->params;
     *g = m->grads;
-    *n = end;
+    *n = nd_train_full_trainable(m);
     float *master = nd_qat_master(m, n); /* full QAT: the optimiser moves the float master weights */
     if (master) *w = master;
 }

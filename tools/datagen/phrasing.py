@@ -283,6 +283,11 @@ def ing_verb(word):
     return lemma[0] if lemma and lemma[0] != word else None
 
 
+def implied_by_another(p, s, chosen):
+    """True when another slot's words already imply p's argument ("68°F" gives the unit too)."""
+    return any(p.name in o.extra for _, o in chosen if o is not s)
+
+
 def bare_command(ph, chosen, rng, question_ok):
     """A request that says the values and a verb but neither the tool's nouns nor its parameters'
     names: "start yoga for 20 minutes", "track my swim", "steps today?". A model that only ever saw
@@ -303,7 +308,7 @@ def bare_command(ph, chosen, rng, question_ok):
                 t = "my " + t
             named.append(t)
             continue
-        if any(p.name in o.extra for _, o in chosen if o is not s):
+        if implied_by_another(p, s, chosen):
             continue
         opts = clause_options(p, s, ph.tool, n_numbers > 1)
         bare = [o for o in opts if not re.search(r"\b%s\b" % re.escape(spoken_name(p)), o)]
@@ -427,7 +432,7 @@ def command(ph, chosen, rng, question_ok=True):
             light = True
     tail = []
     for p, s in chosen:
-        if p.name in skip or any(p.name in o.extra for _, o in chosen if o is not s):
+        if p.name in skip or implied_by_another(p, s, chosen):
             continue
         opts = clause_options(p, s, tool, n_numbers > 1)
         if ph.prep and p.human == ph.noun:
