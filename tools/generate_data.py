@@ -115,5 +115,14 @@ def main(argv=None):
     return 0
 
 
+def under_fixed_hash_seed():
+    """Re-run this program under PYTHONHASHSEED=0 unless it already is. Faker builds some of its
+    value lists through sets (its it_IT cities, for one), whose order follows Python's per-process
+    string hash: the same --seed gave other rows in another process."""
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
+
+
 if __name__ == "__main__":
+    under_fixed_hash_seed()
     sys.exit(main())
