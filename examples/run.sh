@@ -3,7 +3,7 @@
 # build a .cact, and score it (before and after) on the generated test split and on the hand-written
 # acceptance suite examples/SET/acceptance.jsonl.
 #
-#   examples/run.sh home|media|records|wearable
+#   examples/run.sh home|media|records|wearable|car
 #
 # Environment (all optional):
 #   EXAMPLES=1500    generated rows (80/10/10 train/val/test)      SEED=1
@@ -18,7 +18,7 @@
 # Needs python3 with faker, num2words and lemminflect (pip install faker num2words lemminflect) for the generator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SET=${1:?usage: examples/run.sh home|media|records|wearable}
+SET=${1:?usage: examples/run.sh home|media|records|wearable|car}
 TOOLS=examples/$SET/tools.json
 SUITE=examples/$SET/acceptance.jsonl
 [ -f "$TOOLS" ] || { echo "examples/run.sh: $TOOLS not found" >&2; exit 2; }
