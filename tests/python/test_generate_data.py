@@ -294,12 +294,30 @@ def test_multi_turn_rows_end_without_repeating_the_call(generated):
     assert n >= 20
 
 
+def states_said(q, pschema):
+    """Numbers a request says by a state its parameter's description names: with "(0 closed, 100
+    fully open)", "close the blinds" says 0, "open them all the way" / "fully open" 100, and
+    "halfway" the middle."""
+    desc = (pschema or {}).get("description", "")
+    pairs = re.findall(r"(\d+) ([a-z]+(?: [a-z]+)?)(?=[,)])", desc)
+    ql, out = q.lower(), set()
+    for n, state in pairs:
+        last = state.split()[-1]
+        stem = last[:-2] if last.endswith("ed") else last[:-1] if last.endswith("e") else last
+        if re.search(r"\b%s" % stem, ql) and (not state.startswith("fully ") or
+                                              re.search(r"fully|all the way|completely", ql)):
+            out.add(float(n))
+    if len(pairs) == 2 and re.search(r"\bhalf ?way\b", ql):
+        out.add((float(pairs[0][0]) + float(pairs[1][0])) / 2)
+    return out
+
+
 def value_is_said(v, q, today, pschema):
     """True when the request says v verbatim or in a spelling that converts to it."""
     if isinstance(v, bool):
         return True
     if isinstance(v, (int, float)):
-        return float(v) in numbers_said(q)
+        return float(v) in numbers_said(q) or float(v) in states_said(q, pschema)
     if isinstance(v, list):
         days = [d.lower() for d in v if isinstance(d, str) and d.lower() in WEEKDAYS]
         if days and len(days) == len(v):
@@ -530,7 +548,7 @@ def test_odd_schemas_still_give_valid_rows(tmp_path):
     assert called == {"ping", "set_scene", "add_items"}
 
 
-@pytest.mark.parametrize("example", ["home", "media", "records", "wearable"])
+@pytest.mark.parametrize("example", ["home", "media", "records", "wearable", "car"])
 def test_example_tool_sets(tmp_path, example):
     """The examples/ tool sets: valid answers, values said, no-call rows empty."""
     tools = os.path.join(ROOT, "examples", example, "tools.json")
@@ -569,11 +587,35 @@ def test_some_requests_say_only_the_values(tmp_path):
     assert said_as_verb
 
 
+def test_requests_use_the_words_of_the_descriptions(tmp_path):
+    """The tools file's own words make the requests: a description's verb ("Tune the radio",
+    "Phone someone"), the states a parameter's description names ("0 closed, 100 fully open" ->
+    "close the front left window", "halfway"), a person right after a calling verb ("phone Ana"),
+    one-decimal values for a range with a fractional bound (87.5-108 MHz). And none of the old
+    slips: "the tune radio", "navigate the to", "25 percent percent", "for ferries" for avoid."""
+    tools = os.path.join(ROOT, "examples", "car", "tools.json")
+    run_gen(tmp_path, tools, "--examples", 600, "--seed", 3)
+    rows = [r for rs in read_rows(tmp_path).values() for r in rs]
+    calls = [(r["query"].lower(), c) for r in rows if r["category"] in ("positive", "parallel") for c in r["answers"]]
+    radio = [q for q, c in calls if c["name"] == "tune_radio"]
+    assert radio and sum("tune the radio" in q for q in radio) >= len(radio) // 4, radio[:5]
+    closed = [q for q, c in calls if c["name"] == "open_window" and c["arguments"]["percent"] == 0]
+    assert sum(bool(re.search(r"\bclose\b", q)) for q in closed) >= 3, closed
+    assert any("halfway" in q or "half way" in q for q, c in calls if c["arguments"].get("percent") == 50)
+    assert any(re.search(r"\b(call|phone|ring) %s" % re.escape(c["arguments"]["name"].lower()), q)
+               for q, c in calls if c["name"] == "call_contact")
+    assert any(not float(c["arguments"]["frequency"]).is_integer() for q, c in calls if c["name"] == "tune_radio")
+    for r in rows:
+        q = r["query"].lower()
+        assert not re.search(r"the tune radio|navigate the to|percent percent|for (ferries|tolls|highways)", q), q
+
+
 @pytest.mark.parametrize("suite,tools,minimum", [
     ("examples/home/acceptance.jsonl", "examples/home/tools.json", 30),
     ("examples/media/acceptance.jsonl", "examples/media/tools.json", 30),
     ("examples/records/acceptance.jsonl", "examples/records/tools.json", 30),
     ("examples/wearable/acceptance.jsonl", "examples/wearable/tools.json", 30),
+    ("examples/car/acceptance.jsonl", "examples/car/tools.json", 30),
     ("evals/demo_handwritten.jsonl", "models/tools.json", 150)])
 def test_hand_written_suites_are_well_formed(suite, tools, minimum):
     """The hand-written suites: enough rows, all six categories, answers valid for their tools."""

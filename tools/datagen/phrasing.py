@@ -92,9 +92,28 @@ def split_description(desc):
     if len(words) < 2 or len(words) > 9:
         return None
     verb = words[0].lower()
-    if verb not in VERB_SYNONYMS or verb in ("turn", "toggle", "enable", "disable"):
+    if verb in ("turn", "toggle", "enable", "disable"):
         return None
-    return verb, " ".join(words[1:])[0].lower() + " ".join(words[1:])[1:]
+    if verb not in VERB_SYNONYMS and not (words[1].lower() in OBJECT_STARTS and base_verb(verb)):
+        return None
+    obj = " ".join(words[1:])
+    obj = re.split(r"\s+(?:to|into)\s+an?\b", obj)[0]  # "the radio to an FM frequency": a value says which
+    return verb, obj[0].lower() + obj[1:]
+
+
+# Verbs whose object is a person ("call Ana", "ring my sister Aoife"): the name follows the verb.
+PERSON_VERBS = {"call", "phone", "ring", "dial", "email", "invite", "contact", "remind", "page"}
+# Words that start the object of an imperative description ("Preheat the oven", "Phone someone").
+OBJECT_STARTS = {"the", "a", "an", "my", "your", "this", "that", "these", "those", "some", "someone", "somebody",
+                 "something", "all", "up", "down", "out", "off"}
+
+
+def base_verb(word):
+    """True when word is a verb in its base form ("preheat", "phone", "tune"), so a description
+    starting with it reads as a command. The description's own verb is what people say."""
+    from lemminflect import getAllLemmas  # a development dependency of the generator, like faker
+    lemmas = getAllLemmas(word).get("VERB")
+    return bool(lemmas) and lemmas[0] == word
 
 
 class ToolPhrasing:
@@ -103,14 +122,23 @@ class ToolPhrasing:
     def __init__(self, tool):
         self.tool = tool
         toks = tool.tokens
-        self.verb = toks[0] if toks and toks[0] in VERB_SYNONYMS else None
+        d = split_description(tool.desc)
+        # the name's first word is the verb when it is a known one or the description's own verb
+        # ("tune_radio", "Tune the radio ...")
+        self.verb = toks[0] if toks and (toks[0] in VERB_SYNONYMS or (d and d[0] == toks[0])) else None
         obj_toks = toks[1:] if self.verb else toks
-        self.noun = " ".join(obj_toks) or (tool.desc.split()[1] if len(tool.desc.split()) > 1 else tool.name)
+        if obj_toks and all(w in PREPOSITIONS for w in obj_toks):  # "navigate_to": the verb alone
+            obj_toks = []
+        self.noun = " ".join(obj_toks) or (d[1].split()[-1] if d else
+                                           tool.desc.split()[1] if len(tool.desc.split()) > 1 else tool.name)
         self.objects = []
         if obj_toks:
             self.objects.append(("the " if self.verb != "create" else "a ") + self.noun)
             self.objects.append(("my " if self.verb in QUESTION_VERBS else "the ") + self.noun)
-        d = split_description(tool.desc)
+        elif self.verb and toks[1:]:
+            self.objects.append("")  # "navigate" + "to Rumia"
+        # "open" means launch for an app, but a window or a door that also closes is opened
+        self.synonyms = ["open"] if self.verb == "open" and re.search(r"\bclose", tool.desc, re.I) else None
         if d and re.search(r"\b(some|given|specified|threshold|the user|a certain)\b", d[1]):
             d = None  # "log water the user drank" is a description, not a request
         self.desc_phrase = None
@@ -118,7 +146,7 @@ class ToolPhrasing:
             self.desc_phrase = d
             if not self.verb:
                 self.verb = d[0]
-            if d[0] == self.verb or not obj_toks:
+            if d[0] == self.verb or not self.objects:
                 self.objects.append(d[1])
         if not self.verb:
             self.verb = "use"
@@ -150,7 +178,7 @@ class ToolPhrasing:
         self.distinct = set()
 
     def verb_phrase(self, rng):
-        return rng.choice(VERB_SYNONYMS.get(self.verb, [self.verb.replace("_", " ")]))
+        return rng.choice(self.synonyms or VERB_SYNONYMS.get(self.verb, [self.verb.replace("_", " ")]))
 
 
 UNIT_WORDS = {"ml", "minutes", "mins", "min", "seconds", "secs", "sec", "hours", "hrs", "bpm", "kg", "km", "lbs", "pct",
@@ -175,6 +203,8 @@ def clause_options(p, slot, tool, many_numbers):
     opts = _clause_options(p, slot, tool, many_numbers, t, h, k)
     if p.human in BLAND_NAMES or h in BLAND_NAMES or all(w in UNIT_WORDS for w in p.human.split()):
         opts = [o for o in opts if not re.match(r"^(with |the |in |set to |for )?(%s)\b" % re.escape(h), o)] or [t]
+    if all(w in UNIT_WORDS for w in p.human.split()):  # "percent": never "25 percent percent"
+        opts = [o for o in opts if not re.search(r"\b%s\b" % re.escape(h), o.replace(t, ""))] or [t]
     return opts
 
 
@@ -248,6 +278,8 @@ def _clause_options(p, slot, tool, many_numbers, t, h, k):
             opts += [t, t, "in " + t, "on " + t] if re.search(r"colou?r|mode", h) else [t]
         return opts
     if k == "array":
+        if re.match(r"(avoid|exclude|skip|ignore|block|without)\b", h):  # never "for ferries" for avoid
+            return [h + " " + t, h + ": " + t, "without " + t] + (["avoiding " + t, "no " + t] if h == "avoid" else [])
         return [h + " " + t, "with " + t, "for " + t, h + ": " + t]
     if k == "bool":
         return (["with " + h, h + " on", "and turn " + h + " on", h + ": yes", "with " + h + " enabled"]
@@ -370,12 +402,14 @@ def command(ph, chosen, rng, question_ok=True):
         protected.append(oenum[1].text)
         skip.add(oenum[0].name)
     vb = next(((p, s) for p, s in chosen if ph.verb_bool is not None and p is ph.verb_bool), None)
-    direct = next(((p, s) for p, s in chosen if p.required and p.kind in ("media", "product")), None)
+    direct = next(((p, s) for p, s in chosen if p.required and (p.kind in ("media", "product") or (
+        p.kind == "person" and ph.verb in PERSON_VERBS and not s.clause))), None)
     direct_text = None
     if direct is not None:
         kind_enum = next(((p, s) for p, s in chosen if p.kind == "enum" and
                           re.search(r"^(type|kind|category|media type)$", p.human)), None)
-        direct_text = direct[1].text if rng.random() < 0.7 else '"' + direct[1].text + '"'
+        quoted = direct[0].kind != "person" and rng.random() >= 0.7
+        direct_text = '"' + direct[1].text + '"' if quoted else direct[1].text
         if kind_enum and rng.random() < 0.7:
             direct_text = rng.choice(["the ", "a ", ""]) + kind_enum[1].text + " " + direct_text
             protected.append(kind_enum[1].text)
@@ -387,7 +421,8 @@ def command(ph, chosen, rng, question_ok=True):
     framed = message_frame(ph, chosen, rng)
     if framed is not None:
         return framed[0], framed[1], False
-    if onoff_slot is None and vb is None and act is None and direct is None and not ph.prep and \
+    anchored = next(((p, s) for p, s in chosen if s.lead), None)  # a value said as the verb: "close"
+    if onoff_slot is None and vb is None and act is None and anchored is None and direct is None and not ph.prep and \
             any(p.kind == "enum" and s.text.lower() in ph.distinct for p, s in chosen) and rng.random() < BARE_SHARE:
         return bare_command(ph, chosen, rng, question_ok)
     if onoff_slot is not None:
@@ -409,6 +444,17 @@ def command(ph, chosen, rng, question_ok=True):
         v = act[1].text
         protected.append(v)
         lead = rng.choice([v, v + " the " + ph.noun, v + " " + ph.noun, ph.noun + " " + v, v + " it"])
+    elif anchored is not None and not ph.prep:
+        skip.add(anchored[0].name)
+        verb, adverb = anchored[1].lead
+        if room and rng.random() < 0.3:
+            obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + ph.noun
+            protected.append(room[1].text)
+            skip.add(room[0].name)
+        lead = verb + " " + obj
+        if adverb:  # "fully open the window", "open the window fully", "... all the way"
+            lead = rng.choice([adverb + " " + lead, lead + " " + adverb, lead + " all the way"])
+        protected += [verb] + adverb.split()
     elif ph.prep:
         lead = ph.verb_phrase(rng)
     elif direct is not None and rng.random() < 0.6:
@@ -467,7 +513,7 @@ def command(ph, chosen, rng, question_ok=True):
                                                       "today", "this ", "next ")):
             body = first[0].upper() + first[1:] + ", " + body.replace(" " + first, "", 1)
             light = True
-    return body, protected, light
+    return re.sub(r" {2,}", " ", body).strip(), protected, light
 
 
 def message_frame(ph, chosen, rng):

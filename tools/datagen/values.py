@@ -160,8 +160,56 @@ class Slot:
     arguments the same words imply; clause: a whole phrase (with its
     preposition) when the spelling needs one of its own."""
 
-    def __init__(self, text, value, extra=None, clause=None, needs_date=False):
+    def __init__(self, text, value, extra=None, clause=None, needs_date=False, lead=None):
         self.text, self.value, self.extra, self.clause, self.needs_date = text, value, extra or {}, clause, needs_date
+        self.lead = lead  # (verb, adverb or "") when the value is said as the request's verb ("close")
+
+
+# Share of number values drawn from the states a parameter's description names (value_anchors).
+ANCHOR_SHARE = 0.25
+ADVERBS = {"fully", "completely", "partly", "partially", "half", "all the way"}
+
+
+def value_anchors(desc):
+    """The values a description names by a state: "how open, in percent (0 closed, 100 fully open)"
+    -> [(0, "closed"), (100, "fully open")]; also "1 = low", "5: high". Only inside parentheses, where
+    descriptions list a scale's ends."""
+    out = []
+    for inner in re.findall(r"\(([^()]*)\)", desc or ""):
+        for part in re.split(r"[,;]|\bor\b", inner):
+            m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:=|:|-|means|is)?\s*([a-z][a-z ]*[a-z])\s*", part)
+            if m and len(m.group(2).split()) <= 3:
+                out.append((float(m.group(1)), m.group(2)))
+    return out if len(out) >= 2 else []
+
+
+def midpoint(anchors):
+    """(value, "halfway") between a scale's two ends when the top end is "fully X" or "X":
+    "0 closed, 100 fully open" -> (50, "halfway"); None otherwise."""
+    if len(anchors) != 2:
+        return None
+    (lo, _), (hi, top) = sorted(anchors)
+    mid = (lo + hi) / 2
+    if not float(mid).is_integer() or state_verb(top)[0] is None:
+        return None
+    return mid, "halfway"
+
+
+def state_verb(words):
+    """(verb, adverb) for a state said as an action: "closed" -> ("close", ""), "fully open" ->
+    ("open", "fully"), "halfway" -> (None, ""); (None, "") when no word of it is a verb."""
+    from lemminflect import getAllLemmas  # a development dependency of the generator, like faker
+    ws = words.split()
+    adverb = " ".join(w for w in ws if w in ADVERBS)
+    rest = [w for w in ws if w not in ADVERBS]
+    if len(rest) != 1 or words == "halfway":
+        return None, ""
+    lemmas = getAllLemmas(rest[0]).get("VERB")
+    # a participle ("closed", "locked", "muted") or one of the adjectives that are their own verb;
+    # not any word that can be a verb ("low", "high")
+    if not lemmas or (lemmas[0] == rest[0] and rest[0] not in ("open", "shut")):
+        return None, ""
+    return lemmas[0], adverb
 
 
 class Values:
@@ -367,6 +415,10 @@ class Values:
         if lo > hi:
             lo, hi = hi, lo
         lo_i, hi_i = int(-(-lo // 1)), int(hi // 1)
+        fractional = any(b is not None and not float(b).is_integer() for b in (p.minimum, p.maximum))
+        if p.type == "number" and fractional and self.rng.random() < 0.5:  # 87.5-108 (MHz): "98.4"
+            v = round(self.rng.uniform(lo, hi), 1)
+            return v if lo <= v <= hi else float(lo_i)
         if p.type == "number" and (decimals or hi - lo < 3) and self.rng.random() < 0.35:
             v = round(self.rng.uniform(lo, hi) * 2) / 2
             return v if lo <= v <= hi else float(lo_i)
@@ -381,8 +433,8 @@ class Values:
         r = self.rng.random()
         if float(v).is_integer():
             v = int(v)
-        if r < 0.62 or abs(v) > 999 or not float(v).is_integer() and abs(v) > 99:
-            return fmt_num(v)
+        if r < 0.62 or abs(v) > 999 or not float(v).is_integer() and (abs(v) > 99 or not float(v * 2).is_integer()):
+            return fmt_num(v)  # "98.4", not "ninety-eight point four"
         w = number_words(v)
         return w.replace("-", " ") if r < 0.72 else w
 
@@ -457,6 +509,22 @@ class Values:
             return Slot(text + self.with_unit(text, UNIT_SPELLINGS[unit]), v, {unit_param.name: unit})
         v = self.number_in(p, 1, 20 if kind == "count" else 500)
         return Slot(self.spell_number(v), v)
+
+    def anchor_slot(self, p):
+        """Sometimes a value the parameter's description names by a state ("0 closed, 100 fully
+        open"), said as that state: "close the blinds", "open the window all the way", "halfway".
+        None otherwise (and always when the description names no states)."""
+        anchors = [(v, w) for v, w in value_anchors(p.desc) if self._in_range(p, v)]
+        if not anchors or self.rng.random() >= ANCHOR_SHARE:
+            return None
+        v, words = self.rng.choice(anchors + ([midpoint(anchors)] if midpoint(anchors) else []))
+        v = int(v) if p.type == "integer" or float(v).is_integer() else v
+        verb, adverb = state_verb(words)
+        if verb and self.rng.random() < 0.7:  # "close the blinds", "open the window all the way"
+            return Slot(words, v, lead=(verb, adverb))
+        if words == "halfway":
+            return Slot(words, v, clause=self.rng.choice(["halfway", "halfway", "half way"]))
+        return Slot(words, v, clause=self.rng.choice(["to " + words, words]))
 
     def measure_slot(self, p):
         w = p.words
@@ -692,7 +760,8 @@ class Values:
             v = self.rng.random() < 0.5
             return Slot("", v)
         if k in ("temperature", "percent", "duration", "money", "count", "number", "measure"):
-            return self.number_slot(p, tool)
+            anchored = self.anchor_slot(p)
+            return anchored if anchored is not None else self.number_slot(p, tool)
         if k == "time":
             return self.time_slot(p)
         if k == "date":
