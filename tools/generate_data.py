@@ -26,6 +26,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def fail(msg):
@@ -44,6 +45,13 @@ def parse_args(argv):
     ap.add_argument("--model", default=None, help="model name for --endpoint")
     ap.add_argument("--api-key-env", default="NEEDLE_DATAGEN_API_KEY", help="environment variable holding the key")
     ap.add_argument("--paraphrase-rate", type=float, default=0.3)
+    ap.add_argument("--max-tokens", type=int, default=512,
+                    help="longest row, in tokens as `needle finetune` renders it (default 512: the bundled "
+                         "model's context; rows that would be skipped are drawn again); 0: no limit")
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "needle-default.cact"),
+                    help="tokenizer (.cact or SentencePiece .model) for --max-tokens (default: the bundled model's)")
+    ap.add_argument("--needle", default=None, help="needle executable for --max-tokens (default: $NEEDLE_EXE, "
+                    "else build/needle)")
     ap.add_argument("--weights", default=None,
                     help="category weights as JSON, e.g. '{\"positive\":0.5,\"irrelevant\":0.2}' (others keep defaults)")
     a = ap.parse_args(argv)
@@ -51,6 +59,8 @@ def parse_args(argv):
         ap.error("--examples must be at least 3")
     if a.endpoint and not a.model:
         ap.error("--endpoint needs --model")
+    if a.max_tokens < 0:
+        ap.error("--max-tokens must be 0 (no limit) or more")
     return a
 
 
@@ -80,7 +90,23 @@ def main(argv=None):
         weights.update({k: float(v) for k, v in w.items()})
     gen = Generator(declared, tools, a.seed, system=a.system, weights=weights)
     log = lambda m: sys.stderr.write("generate-data: %s\n" % m)
-    splits = generate(gen, a.examples, a.seed, log=log)
+    length, fits = None, None
+    if a.max_tokens:
+        from datagen.row_length import RowLength, find_needle
+        needle = find_needle(a.needle)
+        if needle is None or not os.path.exists(a.tokenizer):
+            fail("--max-tokens %d: %s not found (build needle, pass --needle and --tokenizer, or --max-tokens 0)"
+                 % (a.max_tokens, "a needle executable" if needle is None else a.tokenizer))
+        length = RowLength(needle, a.tokenizer)
+        fits = lambda row: length(row) <= a.max_tokens
+    try:
+        splits = generate(gen, a.examples, a.seed, log=log, fits=fits)
+    except RuntimeError as e:
+        fail(str(e))
+    if gen.unfit["drafts"]:
+        log("%d drafted rows were longer than %d tokens and were drawn again%s" % (
+            gen.unfit["drafts"], a.max_tokens, "; categories with no row that fits, given to positive rows: " +
+            ", ".join("%s %d" % kv for kv in sorted(gen.unfit["rows"].items())) if gen.unfit["rows"] else ""))
     para = None
     if a.endpoint:
         from datagen.paraphrase import Paraphraser
@@ -89,13 +115,19 @@ def main(argv=None):
         for split in ("train", "val", "test"):
             for row in splits[split]:
                 if rng.random() < a.paraphrase_rate:
+                    before = dict(row)
                     para.rewrite(row)
+                    if fits is not None and not fits(row):  # a longer paraphrase must still fit
+                        row.clear()
+                        row.update(before)
     try:
         os.makedirs(a.out, exist_ok=True)
         for split, rows in splits.items():
             write_jsonl(os.path.join(a.out, split + ".jsonl"), rows)
         import importlib.metadata as md
         stats = {"tools": a.tools, "seed": a.seed, "examples": a.examples, "weights": gen.weights,
+                 "max_tokens": a.max_tokens, "redrawn_too_long": gen.unfit["drafts"],
+                 "categories_that_do_not_fit": gen.unfit["rows"],
                  "versions": {p: md.version(p) for p in ("faker", "num2words", "lemminflect")},
                  "foreign_tools": len(gen.foreign), "other_domain_templates": len(gen.other_templates),
                  "splits": {s: {"rows": len(r), "categories": {c: sum(1 for x in r if x["category"] == c)
@@ -109,6 +141,8 @@ def main(argv=None):
         os.replace(tmp, os.path.join(a.out, "stats.json"))
     except OSError as e:
         fail("%s: cannot write (%s)" % (a.out, e.strerror))
+    if length is not None:
+        length.close()
     n = {s: len(r) for s, r in splits.items()}
     print("generate-data: %d tools -> %s: train %d, val %d, test %d rows" %
           (len(tools), a.out, n["train"], n["val"], n["test"]))

@@ -29,7 +29,10 @@ static void usage(FILE *to)
             "Runs tools/generate_data.py (needs python3 with faker and num2words: pip install faker\n"
             "num2words); NEEDLE_DATAGEN=PATH names the script, NEEDLE_PYTHON the interpreter.\n"
             "--endpoint: an OpenAI-compatible chat endpoint paraphrases some requests (key from the\n"
-            "environment variable --api-key-env, default NEEDLE_DATAGEN_API_KEY).\n");
+            "environment variable --api-key-env, default NEEDLE_DATAGEN_API_KEY).\n"
+            "--max-tokens N (default 512, the bundled model's context; 0: no limit): rows longer than N\n"
+            "tokens as `needle finetune` renders them (counted with --tokenizer, default the bundled\n"
+            "model's) are drawn again, so the trainer skips none.\n");
 }
 
 /* The generator script, or NULL (heap string). */
@@ -72,6 +75,13 @@ int cmd_generate_data(int argc, char **argv)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        /* the generator counts each row's tokens with this very executable (--max-tokens) */
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+            self[n] = 0;
+            setenv("NEEDLE_EXE", self, 1);
+        }
         execvp(python, args);
         fprintf(stderr, "needle generate-data: cannot run %s (%s); the generator needs python3 with faker and "
                         "num2words\n", python, strerror(errno));

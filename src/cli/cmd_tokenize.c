@@ -2,11 +2,16 @@
  *
  *   needle tokenize --model FILE.cact|TOK.model [--bos] [TEXT|-]
  *   needle tokenize --model FILE.cact|TOK.model --decode [IDS|-]
+ *   needle tokenize --model FILE.cact|TOK.model --rows [--layout L]
  *
  * Encoding prints the ids as one JSON array and a newline.  Decoding reads a
  * JSON array or a comma list and prints the text exactly (no newline added,
  * so the output round-trips byte for byte).  Without TEXT/IDS, or with "-",
  * the input is read from stdin (whole; for encoding, byte for byte).
+ * --rows reads fine-tuning rows (JSONL) from stdin and answers each line as
+ * soon as it is read with {"tokens":N} (the row's length as `needle finetune`
+ * renders it) or {"error":"..."}: the generator asks it, row by row, whether a
+ * row fits the model's context.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,7 +24,9 @@
 #include "core/json.h"
 #include "model/cact/cact.h"
 #include "io/spm_model.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
+#include "train/data.h"
 
 static void usage(FILE *to)
 {
@@ -27,7 +34,11 @@ static void usage(FILE *to)
             "usage: needle tokenize --model FILE.cact|TOK.model [--bos] [TEXT|-]\n"
             "       needle tokenize --model FILE.cact|TOK.model --decode [IDS|-]\n"
             "Encode TEXT (or stdin) to ids printed as a JSON array; --bos prepends the BOS id.\n"
-            "--decode reads ids (JSON array or comma list) and prints the text they decode to.\n");
+            "--decode reads ids (JSON array or comma list) and prints the text they decode to.\n"
+            "       needle tokenize --model FILE.cact|TOK.model --rows [--layout auto|2.0.8|2.0.15]\n"
+            "--rows: for each fine-tuning row (JSONL) on stdin, print {\"tokens\":N}, its length as\n"
+            "`needle finetune` renders it (layout auto: Needle 2's), or {\"error\":\"...\"}, one line\n"
+            "per row, flushed as each row is read.\n");
 }
 
 /* The tokenizer of a .cact (its last directory record, SPEC 8) or of a
@@ -102,10 +113,42 @@ static int parse_ids(const char *s, size_t len, nd_ids *ids, needle_error *err)
     return rc;
 }
 
+/* --rows: answer each stdin line as it arrives (a coprocess for the generator). */
+static int count_rows(nd_tokenizer *t, int layout)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    long lineno = 0;
+    while ((n = getline(&line, &cap, stdin)) > 0) {
+        lineno++;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+        if (n == 0) continue;
+        char where[48];
+        snprintf(where, sizeof where, "stdin:%ld", lineno);
+        needle_error err = {0};
+        nd_example ex;
+        if (nd_example_from_json_line_layout(line, (size_t)n, where, t, layout, &ex, &err)) {
+            nd_buf b;
+            nd_buf_init(&b);
+            nd_json_write_string(&b, err.message, strlen(err.message), 1);
+            printf("{\"error\":%s}\n", b.data ? b.data : "\"\"");
+            nd_buf_free(&b);
+        } else {
+            printf("{\"tokens\":%d}\n", ex.len);
+            free(ex.ids);
+            free(ex.mask);
+        }
+        if (fflush(stdout)) break;
+    }
+    free(line);
+    return ferror(stdin) || ferror(stdout) ? cli_fail("tokenize", "--rows: cannot read stdin or write stdout") : 0;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *input = NULL, *v;
-    int decode = 0, bos = 0;
+    int decode = 0, bos = 0, rows = 0, layout = NEEDLE_LAYOUT_AUTO;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -116,6 +159,13 @@ int cmd_tokenize(int argc, char **argv)
             decode = 1;
         } else if (!strcmp(argv[i], "--bos")) {
             bos = 1;
+        } else if (!strcmp(argv[i], "--rows")) {
+            rows = 1;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--layout"))) {
+            if ((layout = nd_chat_layout_parse(v)) < 0) {
+                fprintf(stderr, "needle tokenize: --layout: expected auto, 2.0.8 or 2.0.15, not '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--")) {
             if (i + 1 < argc) input = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
@@ -137,6 +187,11 @@ int cmd_tokenize(int argc, char **argv)
     needle_error err = {0};
     nd_tokenizer *t = NULL;
     if (load_tokenizer(model, &t, &err)) return cli_fail("tokenize", err.message);
+    if (rows) {
+        int rc = count_rows(t, nd_chat_layout_resolve(layout, 2));
+        nd_tokenizer_free(t);
+        return rc;
+    }
 
     nd_buf in;
     nd_buf_init(&in);

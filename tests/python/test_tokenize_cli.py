@@ -51,3 +51,36 @@ def test_decode_matches_sentencepiece_on_visible_ids():
 def test_invalid_utf8_fails():
     out = subprocess.run([EXE, "tokenize", "--model", MODEL, "-"], input=b"ok\xff", capture_output=True)
     assert out.returncode == 1 and b"UTF-8" in out.stderr
+
+
+ROWS = [{"query": "turn off the kitchen lights", "tools": [{"name": "set_lights", "description": "Lights",
+         "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}}],
+         "answers": [{"name": "set_lights", "arguments": {"room": "kitchen"}}]},
+        {"query": "hi", "tools": [], "answers": [], "system": "date: 2026-12-03"},
+        {"query": "what's next", "tools": [], "answers": [], "turns": [{"tool_result": {"ok": True}, "answers": []}]}]
+
+
+@pytest.mark.skipif(not os.path.exists(EXE), reason="needle CLI not built")
+def test_rows_counts_as_fine_tuning_renders(tmp_path):
+    """--rows answers each row as it is read (the generator's coprocess), with the length the
+    fine-tuning data path gives it (tools/render_rows), and a one-line error for a bad row."""
+    render = os.path.join(ROOT, BUILD, "tools", "render_rows")
+    assert os.path.exists(render), "tools/render_rows not built (make test builds it)"
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    want = [len(json.loads(l)["ids"]) for l in subprocess.run(
+        [render, MODEL, "auto", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()]
+    p = subprocess.Popen([EXE, "tokenize", "--model", MODEL, "--rows"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    got = []
+    for r in ROWS:  # one row in, one answer out, before the next row is written
+        p.stdin.write(json.dumps(r) + "\n")
+        p.stdin.flush()
+        got.append(json.loads(p.stdout.readline())["tokens"])
+    p.stdin.write('{"query": 5}\n')
+    p.stdin.flush()
+    err = json.loads(p.stdout.readline())["error"]
+    p.stdin.close()
+    assert p.wait() == 0
+    assert got == want and len(set(got)) == 3
+    assert "stdin:4" in err and "query" in err

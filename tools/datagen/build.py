@@ -305,11 +305,14 @@ def split_sizes(n):
     return {"train": max(1, n - val - test), "val": val, "test": test}
 
 
-def generate(gen, n_total, seed, log=None):
-    """{split: rows}; every query is unique across all splits."""
+def generate(gen, n_total, seed, log=None, fits=None):
+    """{split: rows}; every query is unique across all splits. fits(row) -> bool, when given, rejects
+    rows (too long for the model's context, say); a category none of whose drafts fit gives its
+    places to positive rows, and gen.unfit counts what was rejected."""
     sizes = split_sizes(n_total)
     seen = set()
     out = {}
+    gen.unfit = {"drafts": 0, "rows": {}}
     for split in ("train", "val", "test"):
         rng = random.Random("%s/%s" % (seed, split))
         cats = list(gen.weights)
@@ -324,22 +327,36 @@ def generate(gen, n_total, seed, log=None):
             quota["positive"] += 1
         order = [c for c in cats for _ in range(quota[c])]
         rng.shuffle(order)
+        missing = {}
         for cat in order:
-            for _attempt in range(60):
-                row = gen.row(cat, split, rng)
-                if row is None:
-                    continue
-                key = row["query"].strip().lower()
-                if key in seen:
-                    continue
-                seen.add(key)
-                rows.append(row)
-                break
-            else:
-                if log:
-                    log("warning: could not make a %s row for %s" % (cat, split))
+            if not make_row(gen, cat, split, rng, seen, rows, fits) and not (
+                    fits is not None and make_row(gen, "positive", split, rng, seen, rows, fits)):
+                missing[cat] = missing.get(cat, 0) + 1
+        for cat, n in missing.items():
+            if log:
+                log("warning: could not make %d %s row%s for %s" % (n, cat, "s" if n > 1 else "", split))
         out[split] = rows
     return out
+
+
+def make_row(gen, cat, split, rng, seen, rows, fits):
+    """Append one new row of category cat to rows; False when 60 drafts gave none."""
+    for _attempt in range(60):
+        row = gen.row(cat, split, rng)
+        if row is None:
+            continue
+        key = row["query"].strip().lower()
+        if key in seen:
+            continue
+        if fits is not None and not fits(row):
+            gen.unfit["drafts"] += 1
+            continue
+        seen.add(key)
+        rows.append(row)
+        return True
+    if fits is not None:
+        gen.unfit["rows"][cat] = gen.unfit["rows"].get(cat, 0) + 1
+    return False
 
 
 def write_jsonl(path, rows):
