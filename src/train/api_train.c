@@ -211,9 +211,9 @@ int needle_finetune(const needle_finetune_options *p, needle_finetune_result *re
     /* the cut is not random: long rows are the ones with calls (two calls, a tool result), so a
      * large cut teaches refusing (docs/generate-data.md, "Rows that fit the model's context") */
     if (log && ds.too_long * 20 > ds.lines)
-        fprintf(log, "  warning: %d of %d rows are longer than %d tokens and are not trained on; most of them are "
-                     "likely rows with calls, which leaves the model too few of them (make rows that fit: needle "
-                     "generate-data --max-tokens %d)\n",
+        fprintf(log, "  warning: %d of %d rows are longer than %d tokens and are not trained on; long rows are "
+                     "usually the ones with calls (two calls, tool results), so the rest can teach refusing (make "
+                     "rows that fit: needle generate-data --max-tokens %d)\n",
                 ds.too_long, ds.lines, o.max_len, o.max_len);
     if (p->val_path) {
         nd_dataset vs;
