@@ -37,11 +37,7 @@ int main(int argc, char **argv)
         if (end > at) {
             nd_example ex;
             if (nd_example_from_json_line_layout(text + at, end - at, "row", tok, layout, &ex, &err)) {
-                nd_buf b;
-                nd_buf_init(&b);
-                nd_json_write_string(&b, err.message, strlen(err.message), 1);
-                printf("{\"error\":%s}\n", b.data ? b.data : "\"\"");
-                nd_buf_free(&b);
+                nd_json_print_error_line(stdout, err.message);
             } else {
                 printf("{\"ids\":[");
                 for (int i = 0; i < ex.len; i++) printf(i ? ",%d" : "%d", (int)ex.ids[i]);

@@ -129,11 +129,7 @@ static int count_rows(nd_tokenizer *t, int layout)
         needle_error err = {0};
         nd_example ex;
         if (nd_example_from_json_line_layout(line, (size_t)n, where, t, layout, &ex, &err)) {
-            nd_buf b;
-            nd_buf_init(&b);
-            nd_json_write_string(&b, err.message, strlen(err.message), 1);
-            printf("{\"error\":%s}\n", b.data ? b.data : "\"\"");
-            nd_buf_free(&b);
+            nd_json_print_error_line(stdout, err.message);
         } else {
             printf("{\"tokens\":%d}\n", ex.len);
             free(ex.ids);

@@ -471,6 +471,17 @@ static void put_u_escape(nd_buf *b, uint32_t u)
     nd_buf_append(b, e, 6);
 }
 
+void nd_json_print_error_line(FILE *to, const char *msg)
+{
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_buf_puts(&b, "{\"error\":");
+    nd_json_write_string(&b, msg, strlen(msg), 1);
+    nd_buf_puts(&b, "}\n");
+    if (!b.oom) fwrite(b.data, 1, b.len, to);
+    nd_buf_free(&b);
+}
+
 void nd_json_write_string(nd_buf *b, const char *s, size_t n, int ascii_only)
 {
     const unsigned char *u = (const unsigned char *)s;

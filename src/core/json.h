@@ -10,6 +10,7 @@
 #define ND_JSON_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/buf.h"
 #include "needle.h"
@@ -56,6 +57,9 @@ const nd_json *nd_json_get(const nd_json *v, const char *key);
  * as Python's ensure_ascii=True does; numbers are written as their literal text. */
 void nd_json_write(nd_buf *b, const nd_json *v, int ascii_only);
 void nd_json_write_string(nd_buf *b, const char *s, size_t n, int ascii_only);
+/* Print {"error":"msg"} and a newline to `to`: the per-line failure answer of
+ * the line-by-line tools (`needle tokenize --rows`, tools/render_rows). */
+void nd_json_print_error_line(FILE *to, const char *msg);
 
 /* Structural equality as JSON values (numbers compared by value, object member
  * order ignored). */
