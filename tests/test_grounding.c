@@ -22,7 +22,11 @@ static const char *TOOLS =
     "{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":"
     "\"string\"},\"date\":{\"type\":\"string\",\"format\":\"date\"}}}},"
     "{\"name\":\"set_timer\",\"parameters\":{\"type\":\"object\",\"properties\":{\"minutes\":{\"type\":"
-    "\"integer\"},\"on\":{\"type\":\"boolean\"}}}}]";
+    "\"integer\"},\"on\":{\"type\":\"boolean\"}}}},"
+    "{\"name\":\"set_blinds\",\"parameters\":{\"type\":\"object\",\"properties\":{\"position\":{\"type\":"
+    "\"integer\",\"minimum\":0,\"maximum\":100,\"description\":\"how open (0 closed, 100 fully open)\"}}}},"
+    "{\"name\":\"set_volume\",\"parameters\":{\"type\":\"object\",\"properties\":{\"level\":{\"type\":"
+    "\"integer\",\"minimum\":0,\"maximum\":100}}}}]";
 
 /* The ungrounded list (a JSON array text) for calls answering request. */
 static char *ungrounded(const char *calls_json, const char *request, const char *system, int *negation)
@@ -88,6 +92,31 @@ static void test_numbers_in_digits_words_and_units(void)
                       NULL, "[]");
     EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":25}}]", "timer for ten minutes", NULL,
                       "[\"set_timer.minutes\"]");
+}
+
+/* 60, 100, 1000 and 3600 are not grounded in every request (a one converts only by the unit said
+ * right after it), so a value the schema cut ("300 degrees" -> 100) is flagged; states a parameter's
+ * description names, and the schema's maximum said as "max", are grounded. */
+static void test_numbers_named_by_units_and_states(void)
+{
+#define BLINDS(p) "[{\"name\":\"set_blinds\",\"arguments\":{\"position\":" #p "}}]"
+#define TIMER(m) "[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":" #m "}}]"
+    EXPECT_UNGROUNDED(TIMER(100), "timer for 300 minutes", NULL, "[\"set_timer.minutes\"]");
+    EXPECT_UNGROUNDED(TIMER(60), "timer for ten minutes", NULL, "[\"set_timer.minutes\"]");
+    EXPECT_UNGROUNDED(TIMER(1000), "a timer please", NULL, "[\"set_timer.minutes\"]");
+    EXPECT_UNGROUNDED(TIMER(60), "timer for an hour", NULL, "[]");
+    EXPECT_UNGROUNDED(TIMER(1), "a timer please", NULL, "[]");
+    EXPECT_UNGROUNDED(BLINDS(0), "close the bedroom blinds", NULL, "[]");
+    EXPECT_UNGROUNDED(BLINDS(0), "open the bedroom blinds", NULL, "[\"set_blinds.position\"]");
+    EXPECT_UNGROUNDED(BLINDS(100), "open the blinds all the way", NULL, "[]");
+    EXPECT_UNGROUNDED(BLINDS(100), "fully open the blinds", NULL, "[]");
+    EXPECT_UNGROUNDED(BLINDS(100), "open the blinds to 30%", NULL, "[\"set_blinds.position\"]");
+    EXPECT_UNGROUNDED(BLINDS(50), "blinds halfway please", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_volume\",\"arguments\":{\"level\":100}}]", "volume to max", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_volume\",\"arguments\":{\"level\":100}}]", "volume up", NULL,
+                      "[\"set_volume.level\"]");
+#undef BLINDS
+#undef TIMER
 }
 
 static void test_times(void)
@@ -256,6 +285,7 @@ int main(void)
 {
     RUN(test_strings_copied_or_not);
     RUN(test_numbers_in_digits_words_and_units);
+    RUN(test_numbers_named_by_units_and_states);
     RUN(test_times);
     RUN(test_dates);
     RUN(test_negation);

@@ -125,7 +125,7 @@ static void read_numbers(heard *h)
             cur = cur < 0 ? w : cur + w; /* "twenty two", "a hundred and fifty" */
         } else if (word_is(h, i, "hundred")) cur = (cur < 0 ? 1 : cur) * 100;
         else if (word_is(h, i, "thousand")) { total += (cur < 0 ? 1 : cur) * 1000; cur = 0; }
-        else if (word_is(h, i, "half")) add_num(h, 0.5);
+        else if (word_is(h, i, "half") || word_is(h, i, "halfway")) add_num(h, 0.5);
         else if (word_is(h, i, "quarter")) add_num(h, 0.25);
         else if (word_is(h, i, "dozen")) add_num(h, 12);
         else if (word_is(h, i, "couple")) add_num(h, 2);
@@ -197,13 +197,110 @@ static int said_word(const heard *h, const char *w, size_t n)
 
 static int has_word(const heard *h, const char *w) { return said_word(h, w, strlen(w)); }
 
+static const char *const TIME_WORDS[] = {"hour", "hr", "minute", "min", "second", "sec", NULL};
+static const char *const METRIC_WORDS[] = {"litre", "liter", "l", "kilo", "kilogram", "kg", "kilometre", "kilometer",
+                                           "km", "gram", "metre", "meter", NULL};
+
+/* True when "a", "an" or "one" comes right before one of units ("an hour",
+ * "a litre"): only then does the one convert by that unit. */
+static int one_before(const heard *h, const char *const *units)
+{
+    for (int i = 0; i + 1 < h->n_words; i++) {
+        if (!word_is(h, i, "a") && !word_is(h, i, "an") && !word_is(h, i, "one")) continue;
+        for (const char *const *u = units; *u; u++) {
+            size_t n = strlen(*u), L = h->words[i + 1].len;
+            const char *x = h->low + h->words[i + 1].at;
+            if ((L == n || (L == n + 1 && x[n] == 's')) && !memcmp(x, *u, n)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A number said, or one it converts to by a unit step: minutes and seconds
+ * (x60), hours in seconds (x3600), litres and kilos (x1000), a fraction as
+ * a percent (0.5 -> 50).  A one ("a", "an", "one" go without saying) converts
+ * only by the unit the request names ("an hour" = 60 minutes, "a litre" =
+ * 1000 ml), and never to 100: otherwise 60, 100, 1000 and 3600 would be
+ * grounded in every request, and 100 is what a small model says when the
+ * schema cuts the 300 it meant. */
 static int said_number(const heard *h, double v)
 {
     static const double steps[] = {1, 60, 1.0 / 60, 1000, 0.001, 100, 0.01, 3600};
     v = fabs(v);
+    if (v == 1) return 1;
+    int one_time = one_before(h, TIME_WORDS), one_metric = one_before(h, METRIC_WORDS);
     for (int i = 0; i < h->n_nums; i++)
-        for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
-            if (fabs(h->nums[i] * steps[k] - v) <= 1e-9 * (1 + v)) return 1;
+        for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+            double st = steps[k];
+            if (h->nums[i] == 1 && st != 1 &&
+                !(one_time && (st == 60 || st == 1.0 / 60 || st == 3600)) && !(one_metric && (st == 1000 || st == 0.001)))
+                continue;
+            if (fabs(h->nums[i] * st - v) <= 1e-9 * (1 + v)) return 1;
+        }
+    return 0;
+}
+
+/* True when some word of the request starts with the n bytes of stem. */
+static int said_stem(const heard *h, const char *stem, size_t n)
+{
+    for (int i = 0; i < h->n_words; i++)
+        if (h->words[i].len >= n && !memcmp(h->low + h->words[i].at, stem, n)) return 1;
+    return 0;
+}
+
+static int has_any_word(const heard *h, const char *const *ws)
+{
+    for (; *ws; ws++)
+        if (has_word(h, *ws)) return 1;
+    return 0;
+}
+
+static const char *const FULL_WORDS[] = {"full", "fully", "max", "maximum", "highest", "completely", NULL};
+static const char *const LEAST_WORDS[] = {"min", "minimum", "lowest", NULL};
+
+/* A state the parameter's description names for v, said: "(0 closed, 100
+ * fully open)" names 0 "closed" (said by "close", "closed"...) and 100 "fully
+ * open" (said by "open" with "fully", "full", "all the way"...); also the
+ * schema's maximum said as "max", "full", "all the way" and its minimum as
+ * "min", "lowest". */
+static int named_by_schema(const heard *h, double v, const nd_json *schema)
+{
+    const nd_json *mx = schema ? nd_json_get(schema, "maximum") : NULL;
+    const nd_json *mn = schema ? nd_json_get(schema, "minimum") : NULL;
+    int full = has_any_word(h, FULL_WORDS) || strstr(h->low, "all the way") != NULL;
+    if (mx && mx->type == ND_JSON_NUMBER && mx->num == v && full) return 1;
+    if (mn && mn->type == ND_JSON_NUMBER && mn->num == v && has_any_word(h, LEAST_WORDS)) return 1;
+    const nd_json *d = schema ? nd_json_get(schema, "description") : NULL;
+    if (!d || d->type != ND_JSON_STRING) return 0;
+    for (const char *p = strchr(d->str, '('); p; p = strchr(p + 1, '(')) {
+        const char *end = strchr(p, ')');
+        if (!end) break;
+        /* parts "N word [word [word]]" separated by , or ; */
+        for (const char *q = p + 1; q < end;) {
+            const char *stop = q;
+            while (stop < end && *stop != ',' && *stop != ';') stop++;
+            char *after;
+            while (q < stop && *q == ' ') q++;
+            double n = strtod(q, &after);
+            if (after != q && after <= stop && n == v) {
+                /* the state's last word, its stem ("closed" -> "clos", "open" -> "open") */
+                const char *we = stop;
+                while (we > after && !isalpha((unsigned char)we[-1])) we--;
+                const char *ws = we;
+                while (ws > after && isalpha((unsigned char)ws[-1])) ws--;
+                size_t wn = (size_t)(we - ws);
+                if (wn > 4 && tolower((unsigned char)we[-2]) == 'e' && tolower((unsigned char)we[-1]) == 'd') wn -= 2;
+                else if (wn > 3 && tolower((unsigned char)we[-1]) == 'e') wn -= 1;
+                char stem[32];
+                if (wn == 0 || wn >= sizeof stem) continue;
+                for (size_t k = 0; k < wn; k++) stem[k] = (char)tolower((unsigned char)ws[k]);
+                int adverb = 0; /* "fully open": the state needs its adverb said too */
+                for (const char *a = after; a + 4 <= ws && !adverb; a++) adverb = !strncmp(a, "full", 4);
+                if (said_stem(h, stem, wn) && (!adverb || full)) return 1;
+            }
+            q = stop + 1;
+        }
+    }
     return 0;
 }
 
@@ -378,7 +475,7 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
     if (schema && (nd_json_get(schema, "enum") || nd_json_get(schema, "const"))) return; /* a choice, not a copy */
     switch (v->type) {
     case ND_JSON_NUMBER:
-        if (!said_number(w->h, v->num)) flag(w, path);
+        if (!said_number(w->h, v->num) && !named_by_schema(w->h, v->num, schema)) flag(w, path);
         break;
     case ND_JSON_STRING: {
         long y;
