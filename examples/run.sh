@@ -53,6 +53,9 @@ score() {  # score MODEL LABEL
     python3 tools/eval_by_category.py --needle "$NEEDLE" --model "$1" "$OUT/data/test.jsonl" --json "$OUT/$2.test.json"
     echo "-- $2: hand-written acceptance suite ($SUITE)"
     python3 tools/eval_by_category.py --needle "$NEEDLE" --model "$1" --tools "$TOOLS" "$SUITE" --json "$OUT/$2.acceptance.json"
+    echo "-- $2: the same suite answered as \`needle run --strict\` (calls on values the request does not say, or on a negated request, withheld)"
+    python3 tools/eval_by_category.py --needle "$NEEDLE" --model "$1" --tools "$TOOLS" "$SUITE" --strict \
+        --json "$OUT/$2.acceptance-strict.json"
 }
 
 echo "== 2. the bundled model before fine-tuning"
@@ -85,9 +88,9 @@ score "$OUT/$SET.cact" after
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
-for split in ("test", "acceptance"):
+for split in ("test", "acceptance", "acceptance-strict"):
     b = json.load(open("%s/before.%s.json" % (out, split)))
     a = json.load(open("%s/after.%s.json" % (out, split)))
-    print("%-10s pass rate %.1f%% -> %.1f%%, no-call failures (missing/negation/invalid) %d -> %d" %
+    print("%-17s pass rate %.1f%% -> %.1f%%, no-call failures (missing/negation/invalid) %d -> %d" %
           (split, 100 * b["pass_rate"], 100 * a["pass_rate"], b["nocall_failures"], a["nocall_failures"]))
 PY
