@@ -201,9 +201,10 @@ def clause_options(p, slot, tool, many_numbers):
     if slot.clause:
         return [slot.clause]
     opts = _clause_options(p, slot, tool, many_numbers, t, h, k)
-    if p.human in BLAND_NAMES or h in BLAND_NAMES or all(w in UNIT_WORDS for w in p.human.split()):
+    unit_named = all(w in UNIT_WORDS for w in p.human.split())
+    if p.human in BLAND_NAMES or h in BLAND_NAMES or unit_named:
         opts = [o for o in opts if not re.match(r"^(with |the |in |set to |for )?(%s)\b" % re.escape(h), o)] or [t]
-    if all(w in UNIT_WORDS for w in p.human.split()):  # "percent": never "25 percent percent"
+    if unit_named:  # "percent": never "25 percent percent"
         opts = [o for o in opts if not re.search(r"\b%s\b" % re.escape(h), o.replace(t, ""))] or [t]
     return opts
 
@@ -377,6 +378,16 @@ def passage(ph, chosen, rng):
     return text, [s.text for _, s in chosen if s.text]
 
 
+def room_object(ph, room, rng, share, protected, skip):
+    """At the given share, the room said inside the object ("the kitchen lights", "Ana's office
+    blinds"), its argument then said; None otherwise."""
+    if not room or rng.random() >= share:
+        return None
+    protected.append(room[1].text)
+    skip.add(room[0].name)
+    return ("" if "'s " in room[1].text else "the ") + room[1].text + " " + ph.noun
+
+
 def command(ph, chosen, rng, question_ok=True):
     """An imperative request for one call. chosen: [(param, slot)] in the
     tool's order. Returns (text, protected texts). The text starts with a verb
@@ -429,11 +440,7 @@ def command(ph, chosen, rng, question_ok=True):
         leads = ON_LEADS if onoff_slot.value else OFF_LEADS
         lead = rng.choice(leads)
         skip.add(ph.onoff.name)
-        noun = ph.noun
-        if room and rng.random() < 0.5:
-            obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + noun
-            protected.append(room[1].text)
-            skip.add(room[0].name)
+        obj = room_object(ph, room, rng, 0.5, protected, skip) or obj
         lead = lead.replace("{obj}", obj) if "{obj}" in lead else lead + " " + obj
     elif vb is not None:
         skip.add(vb[0].name)
@@ -447,10 +454,7 @@ def command(ph, chosen, rng, question_ok=True):
     elif anchored is not None and not ph.prep:
         skip.add(anchored[0].name)
         verb, adverb = anchored[1].lead
-        if room and rng.random() < 0.3:
-            obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + ph.noun
-            protected.append(room[1].text)
-            skip.add(room[0].name)
+        obj = room_object(ph, room, rng, 0.3, protected, skip) or obj
         lead = verb + " " + obj
         if adverb:  # "fully open the window", "open the window fully", "... all the way"
             lead = rng.choice([adverb + " " + lead, lead + " " + adverb, lead + " all the way"])
@@ -462,10 +466,7 @@ def command(ph, chosen, rng, question_ok=True):
         skip |= direct_skip
     else:
         verb = ph.verb_phrase(rng)
-        if room and rng.random() < 0.3:
-            obj = ("" if "'s " in room[1].text else "the ") + room[1].text + " " + ph.noun
-            protected.append(room[1].text)
-            skip.add(room[0].name)
+        obj = room_object(ph, room, rng, 0.3, protected, skip) or obj
         if ph.desc_phrase and rng.random() < 0.25 and not skip:  # (skip: a value already lives in obj)
             verb, obj = ph.desc_phrase[0], ph.desc_phrase[1]
             verb = rng.choice(VERB_SYNONYMS.get(verb, [verb]))

@@ -517,7 +517,8 @@ class Values:
         anchors = [(v, w) for v, w in value_anchors(p.desc) if self._in_range(p, v)]
         if not anchors or self.rng.random() >= ANCHOR_SHARE:
             return None
-        v, words = self.rng.choice(anchors + ([midpoint(anchors)] if midpoint(anchors) else []))
+        mid = midpoint(anchors)
+        v, words = self.rng.choice(anchors + ([mid] if mid else []))
         v = int(v) if p.type == "integer" or float(v).is_integer() else v
         verb, adverb = state_verb(words)
         if verb and self.rng.random() < 0.7:  # "close the blinds", "open the window all the way"
