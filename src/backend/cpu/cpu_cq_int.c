@@ -9,7 +9,7 @@
 
 #include "core/cpu_features.h"
 
-float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
+static float codebook_terms(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
 {
     int n = 1 << nd_cq_int_sb(w);
     float mx = 0.0f;
@@ -23,6 +23,39 @@ float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
         lo[i] = (int16_t)rintf(rest * 16384.0f);
     }
     return scale;
+}
+
+/* Every A8 matmul call asks for its matrices' codebook terms, a few hundred
+ * times per decoded token, and a model has one codebook per width: the last
+ * few answers are kept per thread, keyed by the codebook's values (not its
+ * address, which a later model may reuse). */
+#define CODEBOOK_MEMO 4
+typedef struct codebook_memo {
+    int n;
+    float cb[16], scale;
+    int16_t hi[16], lo[16];
+} codebook_memo;
+
+float nd_cq_int_codebook(const nd_matrix *w, int16_t cbq[16], int16_t lo[16])
+{
+    static _Thread_local codebook_memo memo[CODEBOOK_MEMO];
+    static _Thread_local int memo_next;
+    int n = 1 << nd_cq_int_sb(w);
+    for (int i = 0; i < CODEBOOK_MEMO; i++)
+        if (memo[i].n == n && !memcmp(memo[i].cb, w->codebook, sizeof(float) * (size_t)n)) {
+            memcpy(cbq, memo[i].hi, sizeof memo[i].hi);
+            memcpy(lo, memo[i].lo, sizeof memo[i].lo);
+            return memo[i].scale;
+        }
+    codebook_memo *m = &memo[memo_next];
+    memo_next = (memo_next + 1) % CODEBOOK_MEMO;
+    m->n = 0; /* invalid until filled */
+    m->scale = codebook_terms(w, m->hi, m->lo);
+    memcpy(m->cb, w->codebook, sizeof(float) * (size_t)n);
+    m->n = n;
+    memcpy(cbq, m->hi, sizeof m->hi);
+    memcpy(lo, m->lo, sizeof m->lo);
+    return m->scale;
 }
 
 void nd_cq_int_rotate(const int8_t *codes, int cols, int cols_pad, int16_t *z)
