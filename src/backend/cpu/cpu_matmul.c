@@ -526,11 +526,58 @@ typedef struct rotate_job {
     float *xp; /* P4 order, or NULL */
 } rotate_job;
 
+#if defined(__AVX512F__)
+/* The P4 order of a rotated group, from its natural order, in registers.
+ * Natural index i = 8j + k sits in register i / 16, lane i % 16; P4 puts it
+ * in register k, lane j (p4_pos).  With i's bits b6..b0, a register number
+ * is (b6 b5 b4) and a lane (b3 b2 b1 b0) before, (b2 b1 b0) and
+ * (b6 b5 b4 b3) after: three stages each swap one register bit with one
+ * lane bit (two-source permutes of register pairs), and the last stage's
+ * indices also put the lane bits in their final order. */
+typedef struct p4_transpose {
+    __m512i lo[3], hi[3]; /* per stage: the indices for the pair's lower and upper register */
+} p4_transpose;
+
+static void p4_transpose_init(p4_transpose *pt)
+{
+    for (int s = 0; s < 3; s++) {
+        int32_t lo[16], hi[16];
+        for (int m = 0; m < 16; m++) {
+            /* the last stage writes lane m from the lane that holds b6 b5 b4 b3 = m */
+            int l = s < 2 ? m : ((m & 1) << 3) | (((m >> 3) & 1) << 2) | (((m >> 2) & 1) << 1) | ((m >> 1) & 1);
+            int bit = (l >> s) & 1;
+            lo[m] = bit ? 16 + (l ^ (1 << s)) : l;
+            hi[m] = bit ? 16 + l : (l | (1 << s));
+        }
+        pt->lo[s] = _mm512_loadu_si512(lo);
+        pt->hi[s] = _mm512_loadu_si512(hi);
+    }
+}
+
+static void p4_store_group(const p4_transpose *pt, const float *grp, float *dp)
+{
+    __m512 v[8];
+    for (int r = 0; r < 8; r++) v[r] = _mm512_loadu_ps(grp + 16 * r);
+    for (int s = 0; s < 3; s++)
+        for (int r = 0; r < 8; r++) {
+            if ((r >> s) & 1) continue;
+            __m512 a = v[r], b = v[r | (1 << s)];
+            v[r] = _mm512_permutex2var_ps(a, pt->lo[s], b);
+            v[r | (1 << s)] = _mm512_permutex2var_ps(a, pt->hi[s], b);
+        }
+    for (int r = 0; r < 8; r++) _mm512_storeu_ps(dp + 16 * r, v[r]);
+}
+#endif
+
 static void rotate_task(void *ctx, int t, int thread)
 {
     (void)thread;
     const rotate_job *j = ctx;
     const float *src = j->x + (size_t)t * (size_t)j->ldx;
+#if defined(__AVX512F__)
+    p4_transpose pt;
+    if (j->xp) p4_transpose_init(&pt);
+#endif
     for (int g = 0; g < j->cols_pad; g += ND_CQ_GROUP) {
         float grp[ND_CQ_GROUP];
         int take = j->cols - g < ND_CQ_GROUP ? j->cols - g : ND_CQ_GROUP;
@@ -540,7 +587,11 @@ static void rotate_task(void *ctx, int t, int thread)
         if (j->xr) memcpy(j->xr + (size_t)t * (size_t)j->cols_pad + g, grp, sizeof grp);
         if (j->xp) {
             float *dp = j->xp + (size_t)t * (size_t)j->cols_pad + g;
+#if defined(__AVX512F__)
+            p4_store_group(&pt, grp, dp);
+#else
             for (int i = 0; i < ND_CQ_GROUP; i++) dp[p4_pos(i)] = grp[i];
+#endif
         }
     }
 }
