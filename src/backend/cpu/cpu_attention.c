@@ -502,8 +502,21 @@ void nd_cpu_attention(nd_threadpool *pool, const nd_attn_args *a, float *work)
      * per KV head in every task */
     int *visible = (int *)work;
     for (int t = 0; t < a->T; t++) {
-        int *vis = visible + (size_t)t * keys, qpos = a->pos0 + t;
-        for (int s = 0; s < a->cache_slots; s++) {
+        int *vis = visible + (size_t)t * keys, qpos = a->pos0 + t, s = 0;
+#if defined(__AVX512F__)
+        /* sixteen slots at a time (a decoded token scans the whole window in
+         * every layer): the same test, the visible slots packed in order */
+        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i qv = _mm512_set1_epi32(qpos), wv = _mm512_set1_epi32(a->window), sv = _mm512_set1_epi32(a->sinks);
+        for (; s + 16 <= a->cache_slots; s += 16) {
+            __m512i p = _mm512_loadu_si512(a->cache_pos + s);
+            __mmask16 ok = _mm512_cmpge_epi32_mask(p, _mm512_setzero_si512()) & _mm512_cmple_epi32_mask(p, qv) &
+                           (_mm512_cmplt_epi32_mask(_mm512_sub_epi32(qv, p), wv) | _mm512_cmplt_epi32_mask(p, sv));
+            _mm512_mask_compressstoreu_epi32(vis, ok, _mm512_add_epi32(lane, _mm512_set1_epi32(s)));
+            vis += __builtin_popcount(ok);
+        }
+#endif
+        for (; s < a->cache_slots; s++) {
             int p = a->cache_pos[s];
             if (p >= 0 && key_visible(p, qpos, a->window, a->sinks)) *vis++ = s;
         }
