@@ -277,6 +277,34 @@ static void test_hadamard_and_a8_bits_on_every_path(void)
     }
 }
 
+/* Needle 2's int8 KV quantiser (per 32 values) is vectorised per ISA: the
+ * same codes and scales as the portable loop on every path, ties included. */
+static void test_kv_quant_bits_on_every_path(void)
+{
+    const nd_cpu_kernels *t[ND_ISA_COUNT];
+    int n = tables(t);
+    enum { N = 1024 };
+    static float x[N], sc_ref[N / 32], sc[N / 32];
+    static int8_t q_ref[N], q[N];
+    const int lens[] = {32, 64, 256, N};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int variant = 0; variant < 3; variant++) {
+            int len = lens[li];
+            fill(x, N);
+            if (variant == 1) /* ties: each group's max is 127 * 2^-5, the rest halves of 2^-5 */
+                for (int k = 0; k < len; k++)
+                    x[k] = (k % 32 == 0 ? 127.0f : (float)((int)(x[k] * 254.0f)) * 0.5f) * 0.03125f;
+            if (variant == 2) memset(x, 0, sizeof(float) * 32); /* an all-zero group */
+            nd_cpu_kernels_for(ND_ISA_PORTABLE)->quantize_kv(x, len, q_ref, sc_ref);
+            for (int i = 0; i < n; i++) {
+                memset(q, 0x55, sizeof q);
+                t[i]->quantize_kv(x, len, q, sc);
+                CHECKF(!memcmp(q, q_ref, (size_t)len) && !memcmp(sc, sc_ref, sizeof(float) * (size_t)(len / 32)),
+                       "quantize_kv %s n=%d variant %d", nd_cpu_isa_name(t[i]->isa), len, variant);
+            }
+        }
+}
+
 int main(void)
 {
     RUN(test_choice_follows_environment);
@@ -284,5 +312,6 @@ int main(void)
     RUN(test_attention_agrees_across_paths);
     RUN(test_small_kernels_agree_across_paths);
     RUN(test_hadamard_and_a8_bits_on_every_path);
+    RUN(test_kv_quant_bits_on_every_path);
     return check_summary();
 }
