@@ -61,6 +61,7 @@ static void run_kernel(const nd_cq_int_kernel *k, const nd_matrix *w, const floa
     for (int t = 0; t < T; t++) {
         float s = nd_act_quant_i8(x + (size_t)t * w->cols, w->cols, c);
         nd_cq_int_rotate(c, w->cols, w->cols_pad, z + (size_t)t * w->cols_pad);
+        if (k->order_z) k->order_z(z + (size_t)t * w->cols_pad, w->cols_pad);
         ts[t] = s * cbs / sqrtf(128.0f);
     }
     nd_cq_int_args a = {.w = w, .cbq = cbq, .cbq_lo = lo, .z = z, .ldz = w->cols_pad, .T = T, .r0 = r0, .r1 = r1,
@@ -222,6 +223,28 @@ static void test_rotate_is_hadamard(void)
         }
 }
 
+/* A kernel that lays the rotated activations out its own way moves every
+ * value exactly once: the AVX-512 kernel's nibble order, z'[32n + k] = z[4k + n]. */
+static void test_z_order(void)
+{
+    const nd_cq_int_kernel *ks[4];
+    int nk = nd_cpu_cq_int_kernels(ks, 4), ordered = 0;
+    for (int k = 0; k < nk; k++) {
+        if (!ks[k]->order_z) continue;
+        ordered++;
+        int16_t z[384], o[384];
+        for (int i = 0; i < 384; i++) z[i] = (int16_t)(i * 97 - 16000);
+        memcpy(o, z, sizeof z);
+        ks[k]->order_z(o, 384);
+        int bad = 0;
+        for (int g = 0; g < 384; g += 128)
+            for (int n = 0; n < 4; n++)
+                for (int j = 0; j < 32; j++) bad += o[g + 32 * n + j] != z[g + 4 * j + n];
+        CHECKF(!bad, "%s: %d values out of the nibble order", ks[k]->name, bad);
+    }
+    printf("        kernels with their own activation order: %d\n", ordered);
+}
+
 static void test_act_quant_rule(void)
 {
     /* ties round half to even; zero vector scale 1; division, not reciprocal */
@@ -241,6 +264,7 @@ int main(void)
 {
     RUN(test_act_quant_rule);
     RUN(test_rotate_is_hadamard);
+    RUN(test_z_order);
     RUN(test_kernels_match);
     RUN(test_batch_equals_token_by_token);
     return check_summary();

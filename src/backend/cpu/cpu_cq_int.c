@@ -105,7 +105,7 @@ static void gemm_portable(const nd_cq_int_args *a)
     }
 }
 
-static const nd_cq_int_kernel portable = {"portable", gemm_portable};
+static const nd_cq_int_kernel portable = {"portable", gemm_portable, NULL};
 const nd_cq_int_kernel *nd_cq_int_kernel_portable(void) { return &portable; }
 
 /* ---- the one run-time choice ---- */

@@ -57,6 +57,10 @@ typedef struct nd_cq_int_args {
 typedef struct nd_cq_int_kernel {
     const char *name; /* "portable", "avx2", "avx512vnni", "neon", "neon_dotprod", "simd128" */
     void (*gemm)(const nd_cq_int_args *a);
+    /* NULL, or how this kernel wants a token's rotated activations laid out
+     * within each group: applied in place to nd_cq_int_rotate's output (one
+     * token's cols_pad values) before gemm reads them */
+    void (*order_z)(int16_t *z, int cols_pad);
 } nd_cq_int_kernel;
 
 /* The kernel this machine runs best (chosen once per process), and why

@@ -229,7 +229,7 @@ static void gemm_avx2(const nd_cq_int_args *a)
     }
 }
 
-static const nd_cq_int_kernel kernel = {"avx2", gemm_avx2};
+static const nd_cq_int_kernel kernel = {"avx2", gemm_avx2, NULL};
 const nd_cq_int_kernel *nd_cq_int_kernel_avx2(void) { return &kernel; }
 #else
 const nd_cq_int_kernel *nd_cq_int_kernel_avx2(void) { return 0; }

@@ -2,52 +2,65 @@
  * cpu_cq_int.h).  Compiled with the AVX-512 flags whatever the baseline, and
  * only called after nd_cpu_cq_int_kernel checked the CPU.
  *
- * Decoding 32 codes of any width (2, 3, 4 bits; ternary is 2-bit codes) into
- * 32 int16 codebook values, natural order:
- *   - a masked 16-byte load of the 4*sb bytes, broadcast to the four lanes;
- *   - VPSHUFB puts into word j of lane L the two bytes holding code 8L+j;
- *   - VPSRLVW shifts each word by its code's bit offset in its byte;
- *   - VPERMW looks the low 5 bits up in a 32-entry table holding the
- *     codebook repeated, so the neighbour codes' bits above the code select
- *     the same entry (no mask needed); once for each codebook term.
- * Then VPDPWSSD multiplies by 32 int16 activations and adds pairs into the
- * 16 int32 lanes: 4 per group, 8 products per lane, exact (cpu_cq_int.h).
- * Up to four tokens share each decoded vector. */
+ * The codes of a 128-group are decoded four times 32 at a time, in "nibble
+ * order": pass n (0..3) puts code 4k+n in word k (k = 0..31), so every pass
+ * is one shift of the same register of packed codes:
+ *   - 4 bits: the group's 64 bytes; word k holds codes 4k..4k+3, pass n
+ *     shifts it right by 4n;
+ *   - 2 bits: word k takes packed word k/2 (VPERMW), shifted right by 8 in
+ *     odd k, so it starts at code 4k; pass n shifts by 2n more;
+ *   - 3 bits: word k is the 16 bits from bit 12k, joined from two packed
+ *     words (two VPERMW and two variable shifts); pass n shifts by 3n.
+ * VPERMW then looks the low 5 bits up in a 32-entry table holding the
+ * codebook repeated, so the neighbour codes' bits above the code select the
+ * same entry (no mask needed); once for each codebook term.  The rotated
+ * activations come in the same order (order_z, once per token), so
+ * VPDPWSSD multiplies each looked-up weight by its own activation and adds
+ * pairs into the 16 int32 lanes: 4 per group, 8 products per lane, exact
+ * (cpu_cq_int.h).  Up to four tokens share each decoded vector.  (The
+ * natural order took a byte shuffle and a variable shift per 32 codes; this
+ * order takes one shift, which matters most to decode, where a decoded
+ * vector serves one token.) */
 #include "backend/cpu/cpu_cq_int.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 
 typedef struct decoder {
-    __m512i ctrl, shift, table, table_lo;
-    __mmask16 mask;
+    __m512i table, table_lo;
+    __m512i pick0, pick1;   /* 2 and 3 bits: which packed word(s) word k starts in */
+    __m512i shift0, shift1; /* and the variable shifts that align them */
+    __mmask64 mask;         /* the group's bytes */
 } decoder;
 
 static void decoder_init(decoder *d, int sb, const int16_t cbq[16], const int16_t cbq_lo[16])
 {
-    uint8_t ctrl[64];
-    uint16_t sh[32];
     int16_t tab[32], tab_lo[32];
-    for (int L = 0; L < 4; L++)
-        for (int j = 0; j < 8; j++) {
-            int rel = sb * j, byte = sb * L + rel / 8, s = rel % 8;
-            ctrl[16 * L + 2 * j] = (uint8_t)byte;
-            ctrl[16 * L + 2 * j + 1] = s + sb > 8 ? (uint8_t)(byte + 1) : 0x80; /* 0x80: zero byte */
-            sh[8 * L + j] = (uint16_t)s;
-        }
-    for (int k = 0; k < 32; k++) tab[k] = cbq[k & ((1 << sb) - 1)], tab_lo[k] = cbq_lo[k & ((1 << sb) - 1)];
-    d->ctrl = _mm512_loadu_si512(ctrl);
-    d->shift = _mm512_loadu_si512(sh);
+    uint16_t p0[32], p1[32], s0[32], s1[32];
+    for (int k = 0; k < 32; k++) {
+        tab[k] = cbq[k & ((1 << sb) - 1)], tab_lo[k] = cbq_lo[k & ((1 << sb) - 1)];
+        int bit = sb * 4 * k; /* where code 4k starts */
+        p0[k] = (uint16_t)(bit / 16), p1[k] = (uint16_t)(bit / 16 + 1);
+        s0[k] = (uint16_t)(bit % 16), s1[k] = (uint16_t)(16 - bit % 16); /* 16: VPSLLVW gives 0 */
+    }
     d->table = _mm512_loadu_si512(tab);
     d->table_lo = _mm512_loadu_si512(tab_lo);
-    d->mask = (__mmask16)((1u << (4 * sb)) - 1);
+    d->pick0 = _mm512_loadu_si512(p0);
+    d->pick1 = _mm512_loadu_si512(p1);
+    d->shift0 = _mm512_loadu_si512(s0);
+    d->shift1 = _mm512_loadu_si512(s1);
+    d->mask = sb == 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * sb)) - 1;
 }
 
-/* the codes of 32 weights, each in the low bits of its word */
-static inline __m512i codes32(const uint8_t *p, const decoder *d)
+/* Word k of the result starts with code 4k of the group at pg (bits above
+ * it are the next codes). */
+static inline __m512i group_words(const uint8_t *pg, const decoder *d, int sb)
 {
-    __m512i v = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(d->mask, p));
-    return _mm512_srlv_epi16(_mm512_shuffle_epi8(v, d->ctrl), d->shift);
+    if (sb == 4) return _mm512_loadu_si512(pg);
+    __m512i packed = _mm512_maskz_loadu_epi8(d->mask, pg);
+    __m512i w = _mm512_srlv_epi16(_mm512_permutexvar_epi16(d->pick0, packed), d->shift0);
+    if (sb == 2) return w; /* 8 codes per packed word: code 4k never straddles two */
+    return _mm512_or_si512(w, _mm512_sllv_epi16(_mm512_permutexvar_epi16(d->pick1, packed), d->shift1));
 }
 
 static inline float norm_at(const nd_matrix *w, int r, int g, int groups)
@@ -73,8 +86,9 @@ static inline __attribute__((always_inline)) void rows_nt(const nd_cq_int_args *
             __builtin_prefetch(pg + 1024);
             __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, l0 = c0, l1 = c0, l2 = c0, l3 = c0;
             size_t zo = (size_t)g * ND_CQ_GROUP;
-            for (int q = 0; q < 4; q++) {
-                __m512i idx = codes32(pg + 4 * sb * q, d);
+            const __m512i words = group_words(pg, d, sb);
+            for (int q = 0; q < 4; q++) { /* pass q: codes 4k+q */
+                __m512i idx = _mm512_srli_epi16(words, (unsigned)(sb * q));
                 __m512i v = _mm512_permutexvar_epi16(idx, d->table), u = _mm512_permutexvar_epi16(idx, d->table_lo);
                 __m512i zv = _mm512_loadu_si512(z[0] + zo + 32 * q);
                 c0 = _mm512_dpwssd_epi32(c0, v, zv), l0 = _mm512_dpwssd_epi32(l0, u, zv);
@@ -129,7 +143,38 @@ static void gemm_avx512(const nd_cq_int_args *a)
     }
 }
 
-static const nd_cq_int_kernel kernel = {"avx512vnni", gemm_avx512};
+/* The rotated activations of each group in nibble order: z'[32n + k] =
+ * z[4k + n].  Index i = 32m + l of the group sits in register m = (b6 b5),
+ * lane l = (b4..b0); it goes to register (b1 b0), lane (b6 b5 b4 b3 b2).
+ * Two stages of two-source permutes each swap one register bit with one
+ * lane bit; the second stage's indices also put the lane bits in order. */
+static void order_z(int16_t *z, int cols_pad)
+{
+    uint16_t lo[2][32], hi[2][32];
+    for (int s = 0; s < 2; s++)
+        for (int m = 0; m < 32; m++) {
+            int l = s == 0 ? m : ((m >> 2 & 1) << 4) | ((m >> 1 & 1) << 3) | ((m & 1) << 2) | ((m >> 4 & 1) << 1) | (m >> 3 & 1);
+            int bit = (l >> s) & 1;
+            lo[s][m] = (uint16_t)(bit ? 32 + (l ^ (1 << s)) : l);
+            hi[s][m] = (uint16_t)(bit ? 32 + l : (l | (1 << s)));
+        }
+    __m512i ilo[2] = {_mm512_loadu_si512(lo[0]), _mm512_loadu_si512(lo[1])};
+    __m512i ihi[2] = {_mm512_loadu_si512(hi[0]), _mm512_loadu_si512(hi[1])};
+    for (int g = 0; g < cols_pad; g += ND_CQ_GROUP) {
+        __m512i v[4];
+        for (int m = 0; m < 4; m++) v[m] = _mm512_loadu_si512(z + g + 32 * m);
+        for (int s = 0; s < 2; s++)
+            for (int m = 0; m < 4; m++) {
+                if ((m >> s) & 1) continue;
+                __m512i a = v[m], b = v[m | (1 << s)];
+                v[m] = _mm512_permutex2var_epi16(a, ilo[s], b);
+                v[m | (1 << s)] = _mm512_permutex2var_epi16(a, ihi[s], b);
+            }
+        for (int m = 0; m < 4; m++) _mm512_storeu_si512(z + g + 32 * m, v[m]);
+    }
+}
+
+static const nd_cq_int_kernel kernel = {"avx512vnni", gemm_avx512, order_z};
 const nd_cq_int_kernel *nd_cq_int_kernel_avx512(void) { return &kernel; }
 #else
 const nd_cq_int_kernel *nd_cq_int_kernel_avx512(void) { return 0; }

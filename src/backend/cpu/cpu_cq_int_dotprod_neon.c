@@ -148,7 +148,7 @@ static void gemm_neon_dotprod(const nd_cq_int_args *a)
     }
 }
 
-static const nd_cq_int_kernel kernel = {"neon_dotprod", gemm_neon_dotprod};
+static const nd_cq_int_kernel kernel = {"neon_dotprod", gemm_neon_dotprod, NULL};
 const nd_cq_int_kernel *nd_cq_int_kernel_neon_dotprod(void) { return &kernel; }
 #else
 const nd_cq_int_kernel *nd_cq_int_kernel_neon_dotprod(void) { return 0; }

@@ -107,7 +107,7 @@ static void gemm_neon(const nd_cq_int_args *a)
     }
 }
 
-static const nd_cq_int_kernel kernel = {"neon", gemm_neon};
+static const nd_cq_int_kernel kernel = {"neon", gemm_neon, NULL};
 const nd_cq_int_kernel *nd_cq_int_kernel_neon(void) { return &kernel; }
 #else
 const nd_cq_int_kernel *nd_cq_int_kernel_neon(void) { return 0; }

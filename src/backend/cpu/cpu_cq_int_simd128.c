@@ -139,7 +139,7 @@ static void gemm_simd128(const nd_cq_int_args *a)
     }
 }
 
-static const nd_cq_int_kernel kernel = {"simd128", gemm_simd128};
+static const nd_cq_int_kernel kernel = {"simd128", gemm_simd128, NULL};
 const nd_cq_int_kernel *nd_cq_int_kernel_simd128(void) { return &kernel; }
 #else
 const nd_cq_int_kernel *nd_cq_int_kernel_simd128(void) { return 0; }

@@ -735,6 +735,7 @@ typedef struct a8_quant_job {
     float *scale, *xq; /* xq: fake-quantised rows, or NULL */
     int16_t *z;        /* rotated codes, or NULL */
     int8_t *codes;     /* per-thread rows of cols_pad codes */
+    const nd_cq_int_kernel *k; /* lays z out its way */
 } a8_quant_job;
 
 static void a8_quant_task(void *ctx, int t, int thread)
@@ -744,7 +745,11 @@ static void a8_quant_task(void *ctx, int t, int thread)
     const float *xt = q->x + (size_t)t * (size_t)q->ldx;
     /* this ISA's copy of the one quantiser (quant/act_quant.h) */
     q->scale[t] = nd_cpu_act_quant(xt, q->cols, codes, q->xq ? q->xq + (size_t)t * (size_t)q->cols : NULL);
-    if (q->z) nd_cq_int_rotate_inline(codes, q->cols, q->cols_pad, q->z + (size_t)t * (size_t)q->cols_pad);
+    if (q->z) {
+        int16_t *zt = q->z + (size_t)t * (size_t)q->cols_pad;
+        nd_cq_int_rotate_inline(codes, q->cols, q->cols_pad, zt);
+        if (q->k->order_z) q->k->order_z(zt, q->cols_pad);
+    }
 }
 
 static size_t a8_head_floats(int T, int cols, int cols_pad, int threads, int any_f32)
@@ -785,11 +790,12 @@ void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w
     int8_t *codes = (int8_t *)(z + (size_t)T * (size_t)cols_pad);
     float *xq = any_f32 ? work + a8_head_floats(T, cols, cols_pad, threads, 0) : NULL;
     float *rest = work + a8_head_floats(T, cols, cols_pad, threads, any_f32);
+    const nd_cq_int_kernel *kernel = nd_cpu_cq_int_kernel();
     a8_quant_job qj = {.x = x, .ldx = ldx, .cols = cols, .cols_pad = cols_pad, .scale = scale, .xq = xq,
-                       .z = any_cq ? z : NULL, .codes = codes};
+                       .z = any_cq ? z : NULL, .codes = codes, .k = kernel};
     nd_threadpool_run((size_t)T * (size_t)cols_pad * 16u < ND_CPU_PARALLEL_MIN_WORK ? NULL : pool, T, a8_quant_task, &qj);
     int batch = T >= A8_BATCH_T;
-    a8_job j = {.k = nd_cpu_cq_int_kernel(), .unit_rows = batch ? A8_ROWS_PER_TASK_BATCH : A8_UNIT_ROWS};
+    a8_job j = {.k = kernel, .unit_rows = batch ? A8_ROWS_PER_TASK_BATCH : A8_UNIT_ROWS};
     size_t macs = 0;
     j.first_unit[0] = 0;
     for (int i = 0; i < n; i++) {
