@@ -270,6 +270,49 @@ static void test_sinkhorn(void)
     free(c.R); free(c.P); free(c.w); free(dR);
 }
 
+/* More than 4 lanes take the backward that recomputes each stage */
+typedef struct { float *R, *P, *w; int n; } skn_ctx;
+static double skn_loss(void *c_)
+{
+    skn_ctx *c = c_;
+    nd_op_sinkhorn_fwd(c->P, c->R, c->n);
+    return wsum(c->w, c->P, (size_t)(c->n * c->n));
+}
+static void test_sinkhorn_wide(void)
+{
+    int n = 6;
+    skn_ctx c = {randn(36, 1), zeros(36), randn(36, 1), n};
+    float *dR = zeros(36);
+    nd_op_sinkhorn_bwd(dR, c.w, c.R, n);
+    check_grad("sinkhorn dR, 6 lanes", skn_loss, &c, c.R, dR, 36, 1e-2f, 2e-3);
+    free(c.R); free(c.P); free(c.w); free(dR);
+}
+
+/* Batches run four tokens side by side: every token gets the bits of its
+ * single-token call, whatever block it falls in (11 tokens: two full blocks and a
+ * partial one). */
+static void test_sinkhorn_batch_is_per_token(void)
+{
+    enum { N = 11 };
+    for (int n = 4; n <= 5; n++) {
+        int nn = n * n;
+        float *R = randn((size_t)N * nn, 2), *dP = randn((size_t)N * nn, 1);
+        float *P = zeros((size_t)N * nn), *dR = zeros((size_t)N * nn), *p1 = zeros(nn), *d1 = zeros(nn);
+        nd_op_sinkhorn_fwd_batch(P, R, n, N);
+        nd_op_sinkhorn_bwd_batch(dR, dP, R, n, N);
+        int same = 1;
+        for (int t = 0; t < N; t++) {
+            memset(d1, 0, sizeof(float) * (size_t)nn);
+            nd_op_sinkhorn_fwd(p1, R + (size_t)t * nn, n);
+            nd_op_sinkhorn_bwd(d1, dP + (size_t)t * nn, R + (size_t)t * nn, n);
+            same &= !memcmp(p1, P + (size_t)t * nn, sizeof(float) * (size_t)nn);
+            same &= !memcmp(d1, dR + (size_t)t * nn, sizeof(float) * (size_t)nn);
+        }
+        CHECKF(same, "%d lanes: a token's Sinkhorn depends on its batch", n);
+        free(R); free(dP); free(P); free(dR); free(p1); free(d1);
+    }
+}
+
 /* ---- logits + cross-entropy ---- */
 typedef struct { float *f, *E; int32_t *tg; } ce_ctx;
 static double ce_loss(void *c_)
@@ -488,6 +531,8 @@ int main(void)
     RUN(test_taps);
     RUN(test_engram_gate);
     RUN(test_sinkhorn);
+    RUN(test_sinkhorn_wide);
+    RUN(test_sinkhorn_batch_is_per_token);
     RUN(test_logits_ce);
     RUN(test_logits_ce_weighted);
     RUN(test_lora_identity_at_init);

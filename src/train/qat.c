@@ -37,7 +37,10 @@ void nd_qat_act_rows(float *x, int N, int D, int bits)
     for (int r = 0; r < N; r++) {
         float *v = x + (size_t)r * D;
         float amax = 0.0f;
-        for (int i = 0; i < D; i++) amax = fmaxf(amax, fabsf(v[i]));
+        for (int i = 0; i < D; i++) { /* a compare, not fmaxf (a libm call here): the same maximum, NaN never wins */
+            float a = fabsf(v[i]);
+            amax = a > amax ? a : amax;
+        }
         /* the reference divides by s (not a multiplication by 1/s) and rounds half to even */
         float s = amax > 0.0f ? amax / qmax : 1.0f;
         for (int i = 0; i < D; i++) {

@@ -457,6 +457,9 @@ typedef struct {
     float *dX;
 } lane_ctx;
 
+/* rows whose Sinkhorn runs as one batch (nd_op_sinkhorn_fwd_batch: four at a time in vector lanes) */
+#define SK_BLOCK 8
+
 /* p = sigmoid(pre), q = 2 sigmoid(post), P = Sinkhorn(res), u = sum_i p_i X_i */
 static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
 {
@@ -467,16 +470,24 @@ static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
     int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = nd_mhc_home_lane(l, n);
     float apre = PL(ND_P_A_PRE, l, 1)[0], apost = PL(ND_P_A_POST, l, 1)[0], ares = PL(ND_P_A_RES, l, 1)[0];
     const float *bpre = PL(ND_P_B_PRE, l, n), *bpost = PL(ND_P_B_POST, l, n), *bres = PL(ND_P_B_RES, l, n * n);
+    /* the Sinkhorn runs for SK_BLOCK rows at once (nd_op_sinkhorn_fwd_batch) */
+    float R[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES];
     for (int r = r0; r < r1; r++) {
-        float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n, *u = a->u + (size_t)r * d;
-        const float *Xr = lc->X + (size_t)r * nd;
-        float R[ND_MAX_LANES * ND_MAX_LANES];
+        float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n;
         for (int i = 0; i < n; i++) {
             p[i] = nd_sigmoid(apre * a->hp[(size_t)r * n + i] + bpre[i] + nd_mhc_pre_bias(i, home));
             qv[i] = 2.0f * nd_sigmoid(apost * a->hq[(size_t)r * n + i] + bpost[i] + nd_mhc_post_bias(i, home));
         }
-        for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
-        nd_op_sinkhorn_fwd(a->P + (size_t)r * n * n, R, n);
+        float *Rr = R + (size_t)((r - r0) % SK_BLOCK) * n * n;
+        for (int i = 0; i < n * n; i++) Rr[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
+        if ((r - r0) % SK_BLOCK == SK_BLOCK - 1 || r == r1 - 1) {
+            int first = r - (r - r0) % SK_BLOCK;
+            nd_op_sinkhorn_fwd_batch(a->P + (size_t)first * n * n, R, n, r - first + 1);
+        }
+    }
+    for (int r = r0; r < r1; r++) {
+        const float *p = a->p + (size_t)r * n, *Xr = lc->X + (size_t)r * nd;
+        float *u = a->u + (size_t)r * d;
         memset(u, 0, sizeof(float) * (size_t)d);
         for (int i = 0; i < n; i++)
             for (int j = 0; j < d; j++) u[j] += p[i] * Xr[(size_t)i * d + j];
@@ -674,9 +685,13 @@ static void mhc_mix_bwd_rows(void *ctx, int r0, int r1, float *partial)
     int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d;
     float apost = PL(ND_P_A_POST, l, 1)[0], ares = PL(ND_P_A_RES, l, 1)[0];
     const float *bres = PL(ND_P_B_RES, l, n * n);
-    float dP[ND_MAX_LANES * ND_MAX_LANES], dq[ND_MAX_LANES];
+    /* dP of SK_BLOCK rows, their R and dR, for one batched Sinkhorn backward */
+    float dPb[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES], Rb[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES];
+    float dRb[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES], dq[ND_MAX_LANES];
     double ga_post = 0, ga_res = 0;
     for (int r = r0; r < r1; r++) {
+        int slot = (r - r0) % SK_BLOCK;
+        float *dP = dPb + (size_t)slot * n * n;
         const float *Xr = lc->X + (size_t)r * nd, *G = lc->dXn + (size_t)r * nd, *P = a->P + (size_t)r * n * n;
         const float *y = a->y + (size_t)r * d;
         float *dXr = lc->dX + (size_t)r * nd, *dy = a->dy + (size_t)r * d;
@@ -701,14 +716,20 @@ static void mhc_mix_bwd_rows(void *ctx, int r0, int r1, float *partial)
             if (partial) partial[2 + i] += dz;
             a->dhq[(size_t)r * n + i] = dz * apost;
         }
-        /* res: Sinkhorn backward */
-        float R[ND_MAX_LANES * ND_MAX_LANES], dR[ND_MAX_LANES * ND_MAX_LANES];
-        for (int i = 0; i < n * n; i++) { R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i]; dR[i] = 0.0f; }
-        nd_op_sinkhorn_bwd(dR, dP, R, n);
-        for (int i = 0; i < n * n; i++) {
-            ga_res += (double)dR[i] * a->hr[(size_t)r * n * n + i];
-            if (partial) partial[2 + n + i] += dR[i];
-            a->dhr[(size_t)r * n * n + i] = dR[i] * ares;
+        /* res: Sinkhorn backward, once a block of rows has its dP */
+        float *R = Rb + (size_t)slot * n * n;
+        for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
+        if (slot < SK_BLOCK - 1 && r < r1 - 1) continue;
+        int first = r - slot, count = slot + 1;
+        memset(dRb, 0, sizeof(float) * (size_t)count * n * n);
+        nd_op_sinkhorn_bwd_batch(dRb, dPb, Rb, n, count);
+        for (int k = 0; k < count; k++) {
+            const float *dR = dRb + (size_t)k * n * n;
+            for (int i = 0; i < n * n; i++) {
+                ga_res += (double)dR[i] * a->hr[(size_t)(first + k) * n * n + i];
+                if (partial) partial[2 + n + i] += dR[i];
+                a->dhr[(size_t)(first + k) * n * n + i] = dR[i] * ares;
+            }
         }
     }
     if (partial) {

@@ -21,6 +21,99 @@ static inline v8 ld8(const float *p) { v8 v; memcpy(&v, p, sizeof v); return v; 
 static inline void st8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
 static inline v8 splat8(float x) { v8 v = {x, x, x, x, x, x, x, x}; return v; }
 
+/* ---- exp and log four at a time ------------------------------------------
+ * The Sinkhorn (thousands of exp and log per token, forward and backward) and
+ * the attention softmax called libm once per value.  These run four values
+ * in the lanes of a 128-bit vector (SSE2 on the x86-64 baseline, NEON,
+ * SIMD128; 256-bit vectors split in halves on the baseline measured slower),
+ * accurate to a few units in the last place; the engine (backend/cpu) keeps
+ * libm's, and the tests hold the two together. */
+typedef float skv __attribute__((vector_size(16)));
+typedef int32_t ski __attribute__((vector_size(16)));
+static inline skv sk_splat(float x) { skv v = {x, x, x, x}; return v; }
+static inline skv sk_ld(const float *p) { skv v; memcpy(&v, p, sizeof v); return v; }
+
+/* exp(x) for x <= 0 (every argument here is a log-probability or x - max):
+ * x = k ln2 + r with |r| <= ln2/2, exp(r) by its degree-6 Taylor polynomial
+ * (relative error ~2e-7), times 2^k built in the exponent bits; arguments
+ * below -87 give ~1e-38, not 0 (a weight that small does not matter). */
+static inline skv exp_nonpos4(skv x)
+{
+    ski low = x < sk_splat(-87.0f);
+    x = (skv)((low & (ski)sk_splat(-87.0f)) | (~low & (ski)x));
+    /* k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in round-to-nearest */
+    skv k = (x * sk_splat(1.44269504088896341f) + sk_splat(12582912.0f)) - sk_splat(12582912.0f);
+    skv r = x - k * sk_splat(0.693359375f) + k * sk_splat(2.12194440e-4f); /* ln2 in two parts */
+    skv p = sk_splat(1.0f / 720.0f);
+    p = p * r + sk_splat(1.0f / 120.0f);
+    p = p * r + sk_splat(1.0f / 24.0f);
+    p = p * r + sk_splat(1.0f / 6.0f);
+    p = p * r + sk_splat(0.5f);
+    p = p * r + sk_splat(1.0f);
+    p = p * r + sk_splat(1.0f);
+    ski e = (__builtin_convertvector(k, ski) + 127) << 23;
+    return p * (skv)e;
+}
+
+/* log(x) for finite x > 0 (a sum of exps, >= 1 here): x = m 2^e with m in
+ * [sqrt(1/2), sqrt(2)), log m = 2 atanh(z), z = (m - 1) / (m + 1), |z| <= 0.172,
+ * by its series to z^11 (relative error below 1e-8 of log m). */
+static inline skv log_pos4(skv x)
+{
+    ski bits = (ski)x;
+    ski e = ((bits >> 23) & 255) - 127;
+    skv m = (skv)((bits & 0x007fffff) | 0x3f800000); /* [1, 2) */
+    ski big = m > sk_splat(1.41421356f);
+    m = (skv)((big & (ski)(m * sk_splat(0.5f))) | (~big & (ski)m));
+    e -= big; /* big is -1 where m was halved */
+    skv z = (m - sk_splat(1.0f)) / (m + sk_splat(1.0f)), z2 = z * z;
+    skv t = sk_splat(1.0f / 11.0f);
+    t = t * z2 + sk_splat(1.0f / 9.0f);
+    t = t * z2 + sk_splat(1.0f / 7.0f);
+    t = t * z2 + sk_splat(1.0f / 5.0f);
+    t = t * z2 + sk_splat(1.0f / 3.0f);
+    t = t * z2 + sk_splat(1.0f);
+    return sk_splat(2.0f) * z * t + __builtin_convertvector(e, skv) * sk_splat(0.693147180559945f);
+}
+
+/* p[i] = exp(p[i] - mx) for i < n (every p[i] <= mx) */
+static void exp_shifted(float *p, int n, float mx)
+{
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        skv v = exp_nonpos4(sk_ld(p + i) - sk_splat(mx));
+        memcpy(p + i, &v, sizeof v);
+    }
+    if (i < n) {
+        float t[4] = {0};
+        memcpy(t, p + i, sizeof(float) * (size_t)(n - i));
+        skv v = exp_nonpos4(sk_ld(t) - sk_splat(mx));
+        memcpy(t, &v, sizeof v);
+        memcpy(p + i, t, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+/* p[i] *= scale for i < n; returns the largest (-inf for n = 0), a NaN never
+ * winning: the same value as a running scalar compare, in any lane order */
+static float scale_and_max(float *p, int n, float scale)
+{
+    skv m = sk_splat(-INFINITY);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        skv v = sk_ld(p + i) * sk_splat(scale);
+        memcpy(p + i, &v, sizeof v);
+        ski up = v > m;
+        m = (skv)((up & (ski)v) | (~up & (ski)m));
+    }
+    float mx = -INFINITY;
+    for (int k = 0; k < 4; k++) mx = m[k] > mx ? m[k] : mx;
+    for (; i < n; i++) {
+        p[i] *= scale;
+        if (p[i] > mx) mx = p[i];
+    }
+    return mx;
+}
+
 static float dot(const float *a, const float *b, int n)
 {
     v8 acc = splat8(0.0f);
@@ -198,13 +291,10 @@ static void attn_fwd_task(void *ctx, int task, int thread)
     for (int t = 0; t < T; t++) {
         float *p = S + (size_t)t * T;
         int s0 = attn_first(j, t);
-        float mx = -INFINITY;
-        for (int s = s0; s <= t; s++) {
-            p[s] *= scale;
-            if (p[s] > mx) mx = p[s];
-        }
+        float mx = scale_and_max(p + s0, t - s0 + 1, scale);
         float sum = 0.0f;
-        for (int s = s0; s <= t; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
+        exp_shifted(p + s0, t - s0 + 1, mx);
+        for (int s = s0; s <= t; s++) sum += p[s];
         float inv = 1.0f / sum;
         for (int s = s0; s <= t; s++) p[s] *= inv;
         for (int s = 0; s < s0; s++) p[s] = 0.0f;
@@ -484,63 +574,151 @@ void nd_op_engram_gate_bwd(float *du, float *dk, float *dvc, const float *db, co
     }
 }
 
-/* ---- Sinkhorn ------------------------------------------------------------- */
-/* M <- M - logsumexp along rows (axis 1) or columns (axis 0). */
-static void lse_normalise(float *M, int n, int rows)
+/* ---- Sinkhorn -------------------------------------------------------------
+ * 20 row/column log-normalisations of an n x n matrix for every token of
+ * every layer, forward and again in the backward pass: thousands of exp and
+ * log per token, which libm's scalar calls made an eighth of a fine-tuning
+ * step.  Here they take the four-lane exp and log above. */
+/* Up to four tokens' matrices side by side: M[i] holds entry i (row-major
+ * n x n) of each token in its own lane, so every operation below is one
+ * token's scalar arithmetic done for four at once, and a token's result does
+ * not depend on which tokens share its block. */
+#define SK_LANES 4
+
+static void sk_load(skv *M, const float *R, int nn, int count)
+{
+    for (int i = 0; i < nn; i++) {
+        float lane[SK_LANES] = {0};
+        for (int k = 0; k < count; k++) lane[k] = R[(size_t)k * (size_t)nn + (size_t)i];
+        M[i] = sk_ld(lane);
+    }
+}
+
+static void sk_store(float *P, const skv *M, int nn, int count)
+{
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < count; k++) P[(size_t)k * (size_t)nn + (size_t)i] = M[i][k];
+}
+
+/* M <- M - logsumexp along rows (axis 1) or columns (axis 0); E (NULL or nn
+ * vectors) receives exp of the result, the normalised probabilities. */
+static void lse_normalise(skv *M, int n, int rows, skv *E)
 {
     for (int a = 0; a < n; a++) {
-        float mx = -INFINITY, s = 0.0f;
+        skv mx = sk_splat(-INFINITY), s = sk_splat(0.0f);
         for (int b = 0; b < n; b++) {
-            float v = rows ? M[a * n + b] : M[b * n + a];
-            if (v > mx) mx = v;
+            skv v = M[rows ? a * n + b : b * n + a];
+            ski up = v > mx;
+            mx = (skv)((up & (ski)v) | (~up & (ski)mx));
         }
-        for (int b = 0; b < n; b++) s += expf((rows ? M[a * n + b] : M[b * n + a]) - mx);
-        float l = mx + logf(s);
-        for (int b = 0; b < n; b++) {
-            if (rows) M[a * n + b] -= l;
-            else M[b * n + a] -= l;
-        }
+        for (int b = 0; b < n; b++) s += exp_nonpos4(M[rows ? a * n + b : b * n + a] - mx);
+        skv l = mx + log_pos4(s);
+        for (int b = 0; b < n; b++) M[rows ? a * n + b : b * n + a] -= l;
     }
+    if (E)
+        for (int i = 0; i < n * n; i++) E[i] = exp_nonpos4(M[i]);
 }
 
-void nd_op_sinkhorn_fwd(float *P, const float *R, int n)
+void nd_op_sinkhorn_fwd_batch(float *P, const float *R, int n, int count)
 {
-    float M[ND_MAX_LANES * ND_MAX_LANES];
-    memcpy(M, R, sizeof(float) * (size_t)(n * n));
-    for (int it = 0; it < ND_SINKHORN_ITERS; it++) {
-        lse_normalise(M, n, 1);
-        lse_normalise(M, n, 0);
-    }
-    for (int i = 0; i < n * n; i++) P[i] = expf(M[i]);
-}
-
-void nd_op_sinkhorn_bwd(float *dR, const float *dP, const float *R, int n)
-{
-    /* keep every intermediate: stage s holds M after s normalisations */
-    enum { STAGES = 2 * ND_SINKHORN_ITERS + 1 };
-    float M[STAGES][ND_MAX_LANES * ND_MAX_LANES];
     int nn = n * n;
-    memcpy(M[0], R, sizeof(float) * (size_t)nn);
-    for (int s = 1; s < STAGES; s++) {
-        memcpy(M[s], M[s - 1], sizeof(float) * (size_t)nn);
-        lse_normalise(M[s], n, (s % 2) == 1);
+    skv M[ND_MAX_LANES * ND_MAX_LANES];
+    for (int k0 = 0; k0 < count; k0 += SK_LANES) {
+        int c = count - k0 < SK_LANES ? count - k0 : SK_LANES;
+        sk_load(M, R + (size_t)k0 * (size_t)nn, nn, c);
+        for (int it = 0; it < ND_SINKHORN_ITERS; it++) {
+            lse_normalise(M, n, 1, NULL);
+            lse_normalise(M, n, 0, NULL);
+        }
+        for (int i = 0; i < nn; i++) M[i] = exp_nonpos4(M[i]);
+        sk_store(P + (size_t)k0 * (size_t)nn, M, nn, c);
     }
-    float g[ND_MAX_LANES * ND_MAX_LANES];
-    for (int i = 0; i < nn; i++) g[i] = dP[i] * expf(M[STAGES - 1][i]);
+}
+
+/* M0 normalised `stages` times (rows first, then columns, alternating) into M;
+ * E (NULL or STAGES x nn) receives every stage's probabilities. */
+static void sk_stages(skv *M, const skv *M0, int n, int stages, skv *E)
+{
+    int nn = n * n;
+    memcpy(M, M0, sizeof(skv) * (size_t)nn);
+    for (int s = 1; s <= stages; s++) lse_normalise(M, n, (s % 2) == 1, E ? E + (size_t)s * (size_t)nn : NULL);
+}
+
+enum { SK_STAGES = 2 * ND_SINKHORN_ITERS + 1, SK_SMALL = 16 };
+
+/* The backward of one block of tokens, g = dP in, dR in g out.  Es(s) is stage
+ * s's probabilities (exp of M after s normalisations). */
+static void sk_backward(skv *g, int n, const skv *E, const skv *M0, skv *M, skv *one)
+{
+    int nn = n * n;
     /* y = x - lse(x) along an axis: dx = dy - softmax(x) * sum(dy), softmax(x) = exp(y) */
-    for (int s = STAGES - 1; s >= 1; s--) {
+    for (int s = SK_STAGES - 1; s >= 1; s--) {
+        const skv *Es;
+        if (E) Es = E + (size_t)s * (size_t)nn;
+        else { /* recomputed from the block's R */
+            sk_stages(M, M0, n, s, NULL);
+            for (int i = 0; i < nn; i++) one[i] = exp_nonpos4(M[i]);
+            Es = one;
+        }
+        if (s == SK_STAGES - 1)
+            for (int i = 0; i < nn; i++) g[i] *= Es[i]; /* through the final exp */
         int rows = (s % 2) == 1;
         for (int a = 0; a < n; a++) {
-            float sum = 0.0f;
-            for (int b = 0; b < n; b++) sum += rows ? g[a * n + b] : g[b * n + a];
+            skv sum = sk_splat(0.0f);
+            for (int b = 0; b < n; b++) sum += g[rows ? a * n + b : b * n + a];
             for (int b = 0; b < n; b++) {
                 int at = rows ? a * n + b : b * n + a;
-                g[at] -= expf(M[s][at]) * sum;
+                g[at] -= Es[at] * sum;
             }
         }
     }
-    for (int i = 0; i < nn; i++) dR[i] += g[i];
 }
+
+static void sk_add_grad(float *dR, const skv *g, int nn, int c)
+{
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < c; k++) dR[(size_t)k * (size_t)nn + (size_t)i] += g[i][k];
+}
+
+/* Up to 4 lanes (every model's 4): every stage's probabilities kept (10 KB). */
+static __attribute__((noinline)) void sk_bwd_small(float *dR, const float *dP, const float *R, int n, int count)
+{
+    int nn = n * n;
+    skv E[SK_STAGES * SK_SMALL], M0[SK_SMALL], M[SK_SMALL], g[SK_SMALL];
+    for (int k0 = 0; k0 < count; k0 += SK_LANES) {
+        int c = count - k0 < SK_LANES ? count - k0 : SK_LANES;
+        sk_load(M0, R + (size_t)k0 * (size_t)nn, nn, c);
+        sk_stages(M, M0, n, SK_STAGES - 1, E);
+        sk_load(g, dP + (size_t)k0 * (size_t)nn, nn, c);
+        sk_backward(g, n, E, M0, M, NULL);
+        sk_add_grad(dR + (size_t)k0 * (size_t)nn, g, nn, c);
+    }
+}
+
+/* More lanes: each stage recomputed when the backward reaches it (quadratic
+ * in the iterations, but a bounded stack: no model uses this). */
+static __attribute__((noinline)) void sk_bwd_large(float *dR, const float *dP, const float *R, int n, int count)
+{
+    int nn = n * n;
+    skv M0[ND_MAX_LANES * ND_MAX_LANES], M[ND_MAX_LANES * ND_MAX_LANES], g[ND_MAX_LANES * ND_MAX_LANES];
+    skv one[ND_MAX_LANES * ND_MAX_LANES];
+    for (int k0 = 0; k0 < count; k0 += SK_LANES) {
+        int c = count - k0 < SK_LANES ? count - k0 : SK_LANES;
+        sk_load(M0, R + (size_t)k0 * (size_t)nn, nn, c);
+        sk_load(g, dP + (size_t)k0 * (size_t)nn, nn, c);
+        sk_backward(g, n, NULL, M0, M, one);
+        sk_add_grad(dR + (size_t)k0 * (size_t)nn, g, nn, c);
+    }
+}
+
+void nd_op_sinkhorn_bwd_batch(float *dR, const float *dP, const float *R, int n, int count)
+{
+    if (n * n <= SK_SMALL) sk_bwd_small(dR, dP, R, n, count);
+    else sk_bwd_large(dR, dP, R, n, count);
+}
+
+void nd_op_sinkhorn_fwd(float *P, const float *R, int n) { nd_op_sinkhorn_fwd_batch(P, R, n, 1); }
+void nd_op_sinkhorn_bwd(float *dR, const float *dP, const float *R, int n) { nd_op_sinkhorn_bwd_batch(dR, dP, R, n, 1); }
 
 /* ---- tied logits + cross-entropy -----------------------------------------
  * Only rows with a target are scored.  They are packed CE_CHUNK at a time so

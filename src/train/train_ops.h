@@ -99,6 +99,10 @@ void nd_op_engram_gate_bwd(float *du, float *dk, float *dvc, const float *db, co
  * recomputes the iterations and differentiates through every one. */
 void nd_op_sinkhorn_fwd(float *P, const float *R, int n);
 void nd_op_sinkhorn_bwd(float *dR, const float *dP, const float *R, int n);
+/* The same for `count` tokens (R, P, dP, dR: count x n*n), four at a time;
+ * each token's bits are those of the single-token call. */
+void nd_op_sinkhorn_fwd_batch(float *P, const float *R, int n, int count);
+void nd_op_sinkhorn_bwd_batch(float *dR, const float *dP, const float *R, int n, int count);
 
 /* Tied-embedding logits + softmax cross-entropy.  For every row i with
  * target[i] >= 0: loss_i = logsumexp(f_i E^T) - (f_i E^T)[target].  Returns
