@@ -470,20 +470,18 @@ static void mhc_pre_rows(void *ctx, int r0, int r1, float *partial)
     int l = lc->l, d = m->cfg.d_model, n = m->cfg.mhc_lanes, nd = n * d, home = nd_mhc_home_lane(l, n);
     float apre = PL(ND_P_A_PRE, l, 1)[0], apost = PL(ND_P_A_POST, l, 1)[0], ares = PL(ND_P_A_RES, l, 1)[0];
     const float *bpre = PL(ND_P_B_PRE, l, n), *bpost = PL(ND_P_B_POST, l, n), *bres = PL(ND_P_B_RES, l, n * n);
-    /* the Sinkhorn runs for SK_BLOCK rows at once (nd_op_sinkhorn_fwd_batch) */
     float R[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES];
-    for (int r = r0; r < r1; r++) {
-        float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n;
-        for (int i = 0; i < n; i++) {
-            p[i] = nd_sigmoid(apre * a->hp[(size_t)r * n + i] + bpre[i] + nd_mhc_pre_bias(i, home));
-            qv[i] = 2.0f * nd_sigmoid(apost * a->hq[(size_t)r * n + i] + bpost[i] + nd_mhc_post_bias(i, home));
+    for (int b0 = r0; b0 < r1; b0 += SK_BLOCK) { /* the Sinkhorn of SK_BLOCK rows in one call */
+        int count = r1 - b0 < SK_BLOCK ? r1 - b0 : SK_BLOCK;
+        for (int r = b0; r < b0 + count; r++) {
+            float *p = a->p + (size_t)r * n, *qv = a->qv + (size_t)r * n, *Rr = R + (size_t)(r - b0) * n * n;
+            for (int i = 0; i < n; i++) {
+                p[i] = nd_sigmoid(apre * a->hp[(size_t)r * n + i] + bpre[i] + nd_mhc_pre_bias(i, home));
+                qv[i] = 2.0f * nd_sigmoid(apost * a->hq[(size_t)r * n + i] + bpost[i] + nd_mhc_post_bias(i, home));
+            }
+            for (int i = 0; i < n * n; i++) Rr[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
         }
-        float *Rr = R + (size_t)((r - r0) % SK_BLOCK) * n * n;
-        for (int i = 0; i < n * n; i++) Rr[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
-        if ((r - r0) % SK_BLOCK == SK_BLOCK - 1 || r == r1 - 1) {
-            int first = r - (r - r0) % SK_BLOCK;
-            nd_op_sinkhorn_fwd_batch(a->P + (size_t)first * n * n, R, n, r - first + 1);
-        }
+        nd_op_sinkhorn_fwd_batch(a->P + (size_t)b0 * n * n, R, n, count);
     }
     for (int r = r0; r < r1; r++) {
         const float *p = a->p + (size_t)r * n, *Xr = lc->X + (size_t)r * nd;
@@ -689,46 +687,45 @@ static void mhc_mix_bwd_rows(void *ctx, int r0, int r1, float *partial)
     float dPb[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES], Rb[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES];
     float dRb[SK_BLOCK * ND_MAX_LANES * ND_MAX_LANES], dq[ND_MAX_LANES];
     double ga_post = 0, ga_res = 0;
-    for (int r = r0; r < r1; r++) {
-        int slot = (r - r0) % SK_BLOCK;
-        float *dP = dPb + (size_t)slot * n * n;
-        const float *Xr = lc->X + (size_t)r * nd, *G = lc->dXn + (size_t)r * nd, *P = a->P + (size_t)r * n * n;
-        const float *y = a->y + (size_t)r * d;
-        float *dXr = lc->dX + (size_t)r * nd, *dy = a->dy + (size_t)r * d;
-        memset(dy, 0, sizeof(float) * (size_t)d);
-        for (int i = 0; i < n; i++) {
-            const float *gi = G + (size_t)i * d;
-            float qi = a->qv[(size_t)r * n + i], s = 0.0f;
-            for (int j = 0; j < d; j++) { s += gi[j] * y[j]; dy[j] += qi * gi[j]; }
-            dq[i] = s;
-            for (int jj = 0; jj < n; jj++) {
-                const float *xj = Xr + (size_t)jj * d;
-                float *dxj = dXr + (size_t)jj * d, pij = P[i * n + jj], t = 0.0f;
-                for (int j = 0; j < d; j++) { t += gi[j] * xj[j]; dxj[j] += pij * gi[j]; }
-                dP[i * n + jj] = t;
+    for (int b0 = r0; b0 < r1; b0 += SK_BLOCK) { /* the Sinkhorn backward of SK_BLOCK rows in one call */
+        int count = r1 - b0 < SK_BLOCK ? r1 - b0 : SK_BLOCK;
+        for (int r = b0; r < b0 + count; r++) {
+            float *dP = dPb + (size_t)(r - b0) * n * n, *R = Rb + (size_t)(r - b0) * n * n;
+            const float *Xr = lc->X + (size_t)r * nd, *G = lc->dXn + (size_t)r * nd, *P = a->P + (size_t)r * n * n;
+            const float *y = a->y + (size_t)r * d;
+            float *dXr = lc->dX + (size_t)r * nd, *dy = a->dy + (size_t)r * d;
+            memset(dy, 0, sizeof(float) * (size_t)d);
+            for (int i = 0; i < n; i++) {
+                const float *gi = G + (size_t)i * d;
+                float qi = a->qv[(size_t)r * n + i], s = 0.0f;
+                for (int j = 0; j < d; j++) { s += gi[j] * y[j]; dy[j] += qi * gi[j]; }
+                dq[i] = s;
+                for (int jj = 0; jj < n; jj++) {
+                    const float *xj = Xr + (size_t)jj * d;
+                    float *dxj = dXr + (size_t)jj * d, pij = P[i * n + jj], t = 0.0f;
+                    for (int j = 0; j < d; j++) { t += gi[j] * xj[j]; dxj[j] += pij * gi[j]; }
+                    dP[i * n + jj] = t;
+                }
             }
+            /* post: q = 2 sigmoid(z) -> dz = dq * q (1 - q/2) */
+            for (int i = 0; i < n; i++) {
+                float qi = a->qv[(size_t)r * n + i];
+                float dz = dq[i] * qi * (1.0f - 0.5f * qi);
+                ga_post += (double)dz * a->hq[(size_t)r * n + i];
+                if (partial) partial[2 + i] += dz;
+                a->dhq[(size_t)r * n + i] = dz * apost;
+            }
+            for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
         }
-        /* post: q = 2 sigmoid(z) -> dz = dq * q (1 - q/2) */
-        for (int i = 0; i < n; i++) {
-            float qi = a->qv[(size_t)r * n + i];
-            float dz = dq[i] * qi * (1.0f - 0.5f * qi);
-            ga_post += (double)dz * a->hq[(size_t)r * n + i];
-            if (partial) partial[2 + i] += dz;
-            a->dhq[(size_t)r * n + i] = dz * apost;
-        }
-        /* res: Sinkhorn backward, once a block of rows has its dP */
-        float *R = Rb + (size_t)slot * n * n;
-        for (int i = 0; i < n * n; i++) R[i] = ares * a->hr[(size_t)r * n * n + i] + bres[i];
-        if (slot < SK_BLOCK - 1 && r < r1 - 1) continue;
-        int first = r - slot, count = slot + 1;
+        /* res: Sinkhorn backward */
         memset(dRb, 0, sizeof(float) * (size_t)count * n * n);
         nd_op_sinkhorn_bwd_batch(dRb, dPb, Rb, n, count);
-        for (int k = 0; k < count; k++) {
-            const float *dR = dRb + (size_t)k * n * n;
+        for (int r = b0; r < b0 + count; r++) {
+            const float *dR = dRb + (size_t)(r - b0) * n * n;
             for (int i = 0; i < n * n; i++) {
-                ga_res += (double)dR[i] * a->hr[(size_t)(first + k) * n * n + i];
+                ga_res += (double)dR[i] * a->hr[(size_t)r * n * n + i];
                 if (partial) partial[2 + n + i] += dR[i];
-                a->dhr[(size_t)(first + k) * n * n + i] = dR[i] * ares;
+                a->dhr[(size_t)r * n * n + i] = dR[i] * ares;
             }
         }
     }

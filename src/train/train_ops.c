@@ -32,6 +32,8 @@ typedef float skv __attribute__((vector_size(16)));
 typedef int32_t ski __attribute__((vector_size(16)));
 static inline skv sk_splat(float x) { skv v = {x, x, x, x}; return v; }
 static inline skv sk_ld(const float *p) { skv v; memcpy(&v, p, sizeof v); return v; }
+/* per lane: `when` (all ones or zero, as a comparison gives) ? a : b */
+static inline skv sk_select(ski when, skv a, skv b) { return (skv)((when & (ski)a) | (~when & (ski)b)); }
 
 /* exp(x) for x <= 0 (every argument here is a log-probability or x - max):
  * x = k ln2 + r with |r| <= ln2/2, exp(r) by its degree-6 Taylor polynomial
@@ -40,7 +42,7 @@ static inline skv sk_ld(const float *p) { skv v; memcpy(&v, p, sizeof v); return
 static inline skv exp_nonpos4(skv x)
 {
     ski low = x < sk_splat(-87.0f);
-    x = (skv)((low & (ski)sk_splat(-87.0f)) | (~low & (ski)x));
+    x = sk_select(low, sk_splat(-87.0f), x);
     /* k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in round-to-nearest */
     skv k = (x * sk_splat(1.44269504088896341f) + sk_splat(12582912.0f)) - sk_splat(12582912.0f);
     skv r = x - k * sk_splat(0.693359375f) + k * sk_splat(2.12194440e-4f); /* ln2 in two parts */
@@ -64,7 +66,7 @@ static inline skv log_pos4(skv x)
     ski e = ((bits >> 23) & 255) - 127;
     skv m = (skv)((bits & 0x007fffff) | 0x3f800000); /* [1, 2) */
     ski big = m > sk_splat(1.41421356f);
-    m = (skv)((big & (ski)(m * sk_splat(0.5f))) | (~big & (ski)m));
+    m = sk_select(big, m * sk_splat(0.5f), m);
     e -= big; /* big is -1 where m was halved */
     skv z = (m - sk_splat(1.0f)) / (m + sk_splat(1.0f)), z2 = z * z;
     skv t = sk_splat(1.0f / 11.0f);
@@ -103,7 +105,7 @@ static float scale_and_max(float *p, int n, float scale)
         skv v = sk_ld(p + i) * sk_splat(scale);
         memcpy(p + i, &v, sizeof v);
         ski up = v > m;
-        m = (skv)((up & (ski)v) | (~up & (ski)m));
+        m = sk_select(up, v, m);
     }
     float mx = -INFINITY;
     for (int k = 0; k < 4; k++) mx = m[k] > mx ? m[k] : mx;
@@ -609,7 +611,7 @@ static void lse_normalise(skv *M, int n, int rows, skv *E)
         for (int b = 0; b < n; b++) {
             skv v = M[rows ? a * n + b : b * n + a];
             ski up = v > mx;
-            mx = (skv)((up & (ski)v) | (~up & (ski)mx));
+            mx = sk_select(up, v, mx);
         }
         for (int b = 0; b < n; b++) s += exp_nonpos4(M[rows ? a * n + b : b * n + a] - mx);
         skv l = mx + log_pos4(s);
