@@ -134,7 +134,7 @@ static void test_strings_and_escapes(void)
 
 static void test_date_format(void)
 {
-    /* days follow the month's length (February stops at 28: see schema.c) */
+    /* days follow the month's length; February 29 only in leap years (schema.c) */
     nd_grammar *g = value_grammar("{\"type\":\"string\",\"format\":\"date\"}");
     CHECK(g != NULL);
     if (!g) return;
@@ -146,6 +146,27 @@ static void test_date_format(void)
     CHECK(!accepts(g, "\"2026-02-30\""));
     CHECK(!accepts(g, "\"2026-13-01\""));
     CHECK(!accepts(g, "\"2026-00-10\""));
+    CHECK(accepts(g, "\"2028-02-29\""));
+    CHECK(accepts(g, "\"2000-02-29\""));
+    CHECK(!accepts(g, "\"1900-02-29\""));
+    CHECK(!accepts(g, "\"2027-02-29\""));
+    CHECK(!accepts(g, "\"2028-02-30\""));
+    /* February 29 against the Gregorian rule, every year 0000-9999 */
+    int wrong = 0;
+    for (int y = 0; y <= 9999; y++) {
+        char text[32];
+        snprintf(text, sizeof text, "\"%04d-02-29\"", y);
+        int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        if (accepts(g, text) != leap) wrong++;
+    }
+    CHECK(wrong == 0);
+    nd_grammar_free(g);
+
+    g = value_grammar("{\"type\":\"string\",\"format\":\"date-time\"}");
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(accepts(g, "\"2024-02-29T07:30:00Z\""));
+    CHECK(!accepts(g, "\"2023-02-29T07:30:00Z\""));
     nd_grammar_free(g);
 }
 

@@ -328,10 +328,16 @@ int nd_int_viable(const nd_gnode *n, int neg, uint64_t v, int ndigits)
     return 0;
 }
 
-/* Built-in formats as patterns (anchored).  Days follow each month's length;
- * February stops at 28 because a regular language cannot tell leap years, so
- * every date the grammar admits exists in every year. */
-#define ND_DATE_RE "[0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
+/* Built-in formats as patterns (anchored).  Days follow each month's length,
+ * and February 29 comes only in leap years (Gregorian, RFC 3339): a year is
+ * leap when its last two digits are a multiple of 4 other than 00, or when
+ * they are 00 and its first two are a multiple of 4 (2000, 2400; not 1900),
+ * which a regular language can say digit by digit. */
+#define ND_MULT4_2DIGITS "(0[48]|[2468][048]|[13579][26])"
+#define ND_LEAP_YEAR_RE "([0-9]{2}" ND_MULT4_2DIGITS "|" ND_MULT4_2DIGITS "00|0000)"
+#define ND_DATE_RE                                                                                              \
+    "([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))" \
+    "|" ND_LEAP_YEAR_RE "-02-29)"
 static const char *format_pattern(const char *f)
 {
     if (!strcmp(f, "date")) return "^" ND_DATE_RE "$";
