@@ -111,23 +111,42 @@ static void test_strings_and_escapes(void)
     CHECK(!prefix_ok(g, "\"\\udc00"));              /* lone low surrogate */
     CHECK(!prefix_ok(g, "\"a\n"));                  /* raw control character */
     CHECK(!prefix_ok(g, "\"\\x"));                  /* not a JSON escape */
+    /* only the escapes json.dumps writes (grammar.c): \u for controls and from DEL up */
+    CHECK(accepts(g, "\"a\\\"b\""));                   /* \" */
+    CHECK(accepts(g, "\"a\\\\b\""));                  /* \\ */
+    CHECK(accepts(g, "\"a\\nb\""));
+    CHECK(accepts(g, "\"a\\u0001\""));
+    CHECK(accepts(g, "\"a\\u007f\""));
+    CHECK(!prefix_ok(g, "\"a\\u0041"));             /* "A" has a shorter spelling */
+    CHECK(!prefix_ok(g, "\"a\\u0020"));
+    CHECK(!prefix_ok(g, "\"a\\u000a"));             /* a newline is \n */
+    CHECK(!prefix_ok(g, "\"a\\u005c"));             /* a backslash is \\ */
+    CHECK(!prefix_ok(g, "\"a\\u004"));              /* no allowed \u004X */
+    CHECK(prefix_ok(g, "\"a\\u007"));               /* \u007f */
+    CHECK(!prefix_ok(g, "\"a\\/"));                 /* "/" is written as itself */
     nd_grammar_free(g);
 
     g = value_grammar("{\"type\":\"string\",\"pattern\":\"^[a-c]+$\"}");
     if (!g) { CHECK(0); return; }
     CHECK(accepts(g, "\"abc\""));
-    CHECK(accepts(g, "\"\\u0061\""));
+    CHECK(!prefix_ok(g, "\"\\u0061"));  /* "a" is written as itself */
+    CHECK(!prefix_ok(g, "\"\\"));       /* no escape spells a character of [a-c] */
     CHECK(!accepts(g, "\"\""));
     CHECK(!prefix_ok(g, "\"d"));
-    CHECK(!prefix_ok(g, "\"\\u1"));   /* no code point U+1xxx is in [a-c] */
-    CHECK(prefix_ok(g, "\"\\u006"));
+    nd_grammar_free(g);
+
+    g = value_grammar("{\"type\":\"string\",\"pattern\":\"^[\\\\u00e0-\\\\u00ff]+$\"}");
+    if (!g) { CHECK(0); return; }
+    CHECK(accepts(g, "\"\\u00e9\""));
+    CHECK(!prefix_ok(g, "\"\\u1"));   /* no code point U+1xxx is in [U+E0-U+FF] */
+    CHECK(prefix_ok(g, "\"\\u00e"));
     nd_grammar_free(g);
 
     g = value_grammar("{\"enum\":[\"caf\xc3\xa9\",\"tea\"]}");
     if (!g) { CHECK(0); return; }
     CHECK(accepts(g, "\"caf\\u00e9\""));
     CHECK(accepts(g, "\"caf\xc3\xa9\""));
-    CHECK(accepts(g, "\"t\\u0065a\""));
+    CHECK(!accepts(g, "\"t\\u0065a\""));  /* "e" is written as itself */
     CHECK(!accepts(g, "\"cafe\""));
     nd_grammar_free(g);
 }

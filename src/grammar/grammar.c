@@ -145,17 +145,54 @@ static int hexval(unsigned char c)
     return -1;
 }
 
-/* Code points whose \uXXXX spelling starts with the k hex digits v: the plain
- * ones, plus (for high surrogates) the supplementary ones their pairs encode. */
-static int hex_prefix_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f, uint32_t v, int k)
+/* The escapes a generated string may use are the ones json.dumps writes (the
+ * layouts the models are trained on, SPEC.md section 7, and nd_json_write_string):
+ * \" \\ \b \f \n \r \t, and \uXXXX only for the other control characters and
+ * for code points from DEL (0x7F) up.  \u0041 for "A", \u000a for a newline and
+ * \/ are valid JSON but never canonical: a small model that starts down that
+ * path spends six tokens per character, and one was measured spelling a copied
+ * name \u004c\u006f... until max_new_tokens ran out.  The code points a \u
+ * escape may spell, as closed intervals: */
+static const uint32_t U_ESCAPES[][2] = {{0x00, 0x07}, {0x0B, 0x0B}, {0x0E, 0x1F}, {0x7F, 0xFFFF}};
+/* the code points some escape spells: every control, '"', '\\', DEL and up */
+static const uint32_t ANY_ESCAPE[][2] = {{0x00, 0x1F}, {0x22, 0x22}, {0x5C, 0x5C}, {0x7F, 0x10FFFF}};
+
+static int u_escape_allowed(uint32_t cu)
 {
-    int sh = 4 * (4 - k);
-    uint32_t lo = v << sh, hi = ((v + 1) << sh) - 1;
+    for (size_t i = 0; i < sizeof U_ESCAPES / sizeof U_ESCAPES[0]; i++)
+        if (cu >= U_ESCAPES[i][0] && cu <= U_ESCAPES[i][1]) return 1;
+    return 0;
+}
+
+/* Code points spelt by \uXXXX with XXXX in [lo, hi] (UTF-16 code units): the
+ * plain ones, plus (for high surrogates) the supplementary ones their pairs encode. */
+static int hex_span_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f, uint32_t lo, uint32_t hi)
+{
     if (range_viable(n, cs, f, lo, hi < 0xD7FF ? hi : 0xD7FF)) return 1;
     if (range_viable(n, cs, f, lo > 0xE000 ? lo : 0xE000, hi)) return 1;
     uint32_t slo = lo > 0xD800 ? lo : 0xD800, shi = hi < 0xDBFF ? hi : 0xDBFF;
     if (slo <= shi)
         return range_viable(n, cs, f, 0x10000 + ((slo - 0xD800) << 10), 0x10000 + ((shi - 0xD800) << 10) + 0x3FF);
+    return 0;
+}
+
+/* Some code point an allowed \uXXXX starting with the k hex digits v spells is viable. */
+static int hex_prefix_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f, uint32_t v, int k)
+{
+    int sh = 4 * (4 - k);
+    uint32_t lo = v << sh, hi = ((v + 1) << sh) - 1;
+    for (size_t i = 0; i < sizeof U_ESCAPES / sizeof U_ESCAPES[0]; i++) {
+        uint32_t a = lo > U_ESCAPES[i][0] ? lo : U_ESCAPES[i][0], b = hi < U_ESCAPES[i][1] ? hi : U_ESCAPES[i][1];
+        if (a <= b && hex_span_viable(n, cs, f, a, b)) return 1;
+    }
+    return 0;
+}
+
+/* After a backslash: some escape can spell a viable code point. */
+static int escape_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f)
+{
+    for (size_t i = 0; i < sizeof ANY_ESCAPE / sizeof ANY_ESCAPE[0]; i++)
+        if (range_viable(n, cs, f, ANY_ESCAPE[i][0], ANY_ESCAPE[i][1])) return 1;
     return 0;
 }
 
@@ -193,7 +230,7 @@ static int step_string(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f
             return ST_CONSUMED;
         }
         if (byte == '\\') {
-            if (!range_viable(n, cs, f, 0, 0x10FFFF)) return ST_DEAD;
+            if (!escape_viable(n, cs, f)) return ST_DEAD;
             f->phase = S_ESC;
             return ST_CONSUMED;
         }
@@ -212,7 +249,6 @@ static int step_string(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f
         switch (byte) {
         case '"': return emit_cp(n, cs, f, '"');
         case '\\': return emit_cp(n, cs, f, '\\');
-        case '/': return emit_cp(n, cs, f, '/');
         case 'b': return emit_cp(n, cs, f, 8);
         case 'f': return emit_cp(n, cs, f, 12);
         case 'n': return emit_cp(n, cs, f, 10);
@@ -236,6 +272,7 @@ static int step_string(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f
             f->aux = (uint8_t)k;
             return ST_CONSUMED;
         }
+        if (!u_escape_allowed(v)) return ST_DEAD; /* a character with a shorter canonical spelling */
         if (v >= 0xDC00 && v <= 0xDFFF) return ST_DEAD; /* a lone low surrogate */
         if (v >= 0xD800 && v <= 0xDBFF) {
             if (!range_viable(n, cs, f, 0x10000 + ((v - 0xD800) << 10), 0x10000 + ((v - 0xD800) << 10) + 0x3FF))
