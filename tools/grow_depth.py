@@ -32,8 +32,12 @@ import argparse
 import json
 import os
 import struct
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_to_half import write_safetensors  # noqa: E402  (tools/ is not a package)
 
 DTYPES = {"F16": np.float16, "F32": np.float32}
 
@@ -61,15 +65,7 @@ def write(path, tensors, meta):
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
         off += a.nbytes
         chunks.append(a.tobytes())
-    hb = json.dumps(header, separators=(",", ":")).encode()
-    hb += b" " * (-len(hb) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)))
-        f.write(hb)
-        for c in chunks:
-            f.write(c)
-    os.replace(tmp, path)
+    write_safetensors(path, header, chunks)
 
 
 def new_layers(name, shape, lanes, total_layers, rng):

@@ -15,6 +15,20 @@ import sys
 import numpy as np
 
 
+def write_safetensors(dst, header, chunks):
+    """Write a .safetensors file atomically: header (tensor entries whose data_offsets index the
+    concatenated chunks, plus any __metadata__) padded to 8 bytes, then the chunks."""
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = dst + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for c in chunks:
+            f.write(c)
+    os.replace(tmp, dst)
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     bf16 = "--bf16" in sys.argv
@@ -47,15 +61,7 @@ def main():
         off += len(data)
     if meta is not None:
         out_header["__metadata__"] = meta
-    h = json.dumps(out_header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    tmp = dst + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
-    os.replace(tmp, dst)  # atomic
+    write_safetensors(dst, out_header, chunks)
     print("%s: %d tensors, %.2f MB" % (dst, len(chunks), os.path.getsize(dst) / 1e6))
 
 
