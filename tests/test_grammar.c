@@ -149,6 +149,14 @@ static void test_strings_and_escapes(void)
     CHECK(!accepts(g, "\"t\\u0065a\""));  /* "e" is written as itself */
     CHECK(!accepts(g, "\"cafe\""));
     nd_grammar_free(g);
+
+    /* a quote inside an enum value is \" only: no \u may start there (a dead end once) */
+    g = value_grammar("{\"enum\":[\"quo\\\"te\",\"x\"]}");
+    if (!g) { CHECK(0); return; }
+    CHECK(accepts(g, "\"quo\\\"te\""));
+    CHECK(prefix_ok(g, "\"quo\\"));
+    CHECK(!prefix_ok(g, "\"quo\\u"));
+    nd_grammar_free(g);
 }
 
 static void test_date_format(void)

@@ -255,6 +255,8 @@ static int step_string(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f
         case 'r': return emit_cp(n, cs, f, 13);
         case 't': return emit_cp(n, cs, f, 9);
         case 'u':
+            /* only when some allowed \uXXXX leads on (a quote, say, is \" and never \u0022) */
+            if (!hex_prefix_viable(n, cs, f, 0, 0)) return ST_DEAD;
             f->phase = S_HEX;
             f->aux = 0;
             f->c = 0;
