@@ -154,8 +154,8 @@ static int hexval(unsigned char c)
  * name \u004c\u006f... until max_new_tokens ran out.  The code points a \u
  * escape may spell, as closed intervals: */
 static const uint32_t U_ESCAPES[][2] = {{0x00, 0x07}, {0x0B, 0x0B}, {0x0E, 0x1F}, {0x7F, 0xFFFF}};
-/* the code points some escape spells: every control, '"', '\\', DEL and up */
-static const uint32_t ANY_ESCAPE[][2] = {{0x00, 0x1F}, {0x22, 0x22}, {0x5C, 0x5C}, {0x7F, 0x10FFFF}};
+/* the code points of the two-character escapes \" \\ \b \f \n \r \t (step_string's S_ESC) */
+static const uint32_t SHORT_ESCAPES[] = {'"', '\\', 8, 12, 10, 13, 9};
 
 static int u_escape_allowed(uint32_t cu)
 {
@@ -188,12 +188,12 @@ static int hex_prefix_viable(const nd_gnode *n, const nd_copy_source *cs, const 
     return 0;
 }
 
-/* After a backslash: some escape can spell a viable code point. */
+/* After a backslash: some escape can spell a viable code point (a short one, or a \u one). */
 static int escape_viable(const nd_gnode *n, const nd_copy_source *cs, const nd_gframe *f)
 {
-    for (size_t i = 0; i < sizeof ANY_ESCAPE / sizeof ANY_ESCAPE[0]; i++)
-        if (range_viable(n, cs, f, ANY_ESCAPE[i][0], ANY_ESCAPE[i][1])) return 1;
-    return 0;
+    for (size_t i = 0; i < sizeof SHORT_ESCAPES / sizeof SHORT_ESCAPES[0]; i++)
+        if (range_viable(n, cs, f, SHORT_ESCAPES[i], SHORT_ESCAPES[i])) return 1;
+    return hex_prefix_viable(n, cs, f, 0, 0);
 }
 
 static int utf8_check(const nd_gnode *n, const nd_copy_source *cs, nd_gframe *f, uint32_t v, int total, int remaining)
