@@ -6,7 +6,7 @@
 Appends N x mhc_lanes new layers after the last one (4 -> 8 layers with --blocks 1 on the bundled
 model) and writes a float32 checkpoint that `needle finetune --full` trains further: the old
 layers keep their weights, the new ones start close to the identity, so training resumes
-from the old model's loss with more layers to learn in (docs/default-model.md, "Growing the model").
+from the old model's loss with more layers to learn in (docs/default-model.md, "Round r20 and a model grown to 8 layers").
 
 Why whole blocks of mhc_lanes layers at the end: layer l's home lane is l mod n (SPEC.md section 4,
 the +4 / -4 offsets of the pre and post maps), so an old layer keeps its behaviour only if it keeps
@@ -31,23 +31,19 @@ cell per new layer (close to the last old one's), so retrain them (`needle train
 import argparse
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_to_half import write_safetensors  # noqa: E402  (tools/ is not a package)
+from st_to_half import read_safetensors, write_safetensors  # noqa: E402  (tools/ is not a package)
 
 DTYPES = {"F16": np.float16, "F32": np.float32}
 
 
 def read(path):
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    body = raw[8 + n:]
-    meta = header.pop("__metadata__", {})
+    header, body, meta = read_safetensors(path)
+    meta = meta or {}
     tensors = {}
     for name, info in header.items():
         if info["dtype"] not in DTYPES:

@@ -15,6 +15,14 @@ import sys
 import numpy as np
 
 
+def read_safetensors(path):
+    """(header without __metadata__, the data bytes its data_offsets index, __metadata__ or None)."""
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    return header, raw[8 + n:], header.pop("__metadata__", None)
+
+
 def write_safetensors(dst, header, chunks):
     """Write a .safetensors file atomically: header (tensor entries whose data_offsets index the
     concatenated chunks, plus any __metadata__) padded to 8 bytes, then the chunks."""
@@ -35,11 +43,7 @@ def main():
     if len(args) != 2:
         sys.exit(__doc__)
     src, dst = args
-    raw = open(src, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    body = raw[8 + n:]
-    meta = header.pop("__metadata__", None)
+    header, body, meta = read_safetensors(src)
     out_header, chunks, off = {}, [], 0
     for name in sorted(header, key=lambda k: header[k]["data_offsets"][0]):
         t = header[name]
