@@ -54,7 +54,11 @@ def parse_args(argv):
                     "else build/needle)")
     ap.add_argument("--weights", default=None,
                     help="category weights as JSON, e.g. '{\"positive\":0.5,\"irrelevant\":0.2}' (others keep defaults)")
+    ap.add_argument("--follow-up-rate", type=float, default=0.35,
+                    help="share of multi-turn rows in which a new request follows the tool result (default 0.35)")
     a = ap.parse_args(argv)
+    if not 0 <= a.follow_up_rate <= 1:
+        ap.error("--follow-up-rate must be between 0 and 1")
     if a.examples < 3:
         ap.error("--examples must be at least 3")
     if a.endpoint and not a.model:
@@ -88,7 +92,7 @@ def main(argv=None):
         except (ValueError, AssertionError, TypeError):
             fail("--weights: expected a JSON object of category: weight (categories: %s)" % ", ".join(CATEGORIES))
         weights.update({k: float(v) for k, v in w.items()})
-    gen = Generator(declared, tools, a.seed, system=a.system, weights=weights)
+    gen = Generator(declared, tools, a.seed, system=a.system, weights=weights, follow_up_rate=a.follow_up_rate)
     log = lambda m: sys.stderr.write("generate-data: %s\n" % m)
     length, fits = None, None
     if a.max_tokens:
@@ -118,6 +122,9 @@ def main(argv=None):
                     before = dict(row)
                     para.rewrite(row)
                     if fits is not None and not fits(row):  # a longer paraphrase must still fit
+                        if row.get("paraphrased"):
+                            para.kept -= 1  # counted as kept by rewrite(); the original goes back
+                            para.too_long += 1
                         row.clear()
                         row.update(before)
     try:
@@ -134,7 +141,8 @@ def main(argv=None):
                                                                 for c in CATEGORIES}} for s, r in splits.items()}}
         if para:
             stats["paraphrase"] = {"endpoint": para.url, "model": para.model, "asked": para.asked,
-                                   "kept": para.kept, "failed": para.failed}
+                                   "kept": para.kept, "failed": para.failed,
+                                   "too_long": para.too_long}
         tmp = os.path.join(a.out, "stats.json.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(stats, f, indent=1)

@@ -19,11 +19,12 @@ import sys
 import tempfile
 
 
-def gen(needle, tools_path, rows, seed, out, weights=None):
+def gen(needle, tools_path, rows, seed, out, weights=None, follow_up=None):
     # `needle generate-data` runs tools/generate_data.py; it is called directly here for --weights.
     here = os.path.dirname(os.path.abspath(__file__))
     cmd = [sys.executable, os.path.join(here, "generate_data.py"), "--tools", tools_path, "--examples", str(rows),
-           "--seed", str(seed), "--out", out] + (["--weights", weights] if weights else [])
+           "--seed", str(seed), "--out", out] + (["--weights", weights] if weights else []) \
+        + (["--follow-up-rate", str(follow_up)] if follow_up is not None else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return {s: [l for l in open(os.path.join(out, s + ".jsonl")) if l.strip()] for s in ("train", "val", "test")}
 
@@ -84,7 +85,12 @@ def main():
     ap.add_argument("--demo-rows", type=int, default=12000)
     ap.add_argument("--subset-rows", type=int, default=9000)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--subset-tools", default="3-5",
+                    help="how many catalogue tools each subset has, MIN-MAX (default 3-5; smaller sets leave room "
+                         "for multi-turn rows with a follow-up request inside 512 tokens)")
     ap.add_argument("--weights", default=None, help="category weights (JSON) passed to the generator")
+    ap.add_argument("--follow-up-rate", type=float, default=None,
+                    help="passed to the generator: share of multi-turn rows with a new request after the result")
     ap.add_argument("--legacy-rows", type=int, default=0,
                     help="also this many tools/gen_data.py rows (5 tools, half the demo set): the older "
                          "templates, which hold the README example")
@@ -93,6 +99,11 @@ def main():
                          "against no-calls per group (needs --spm)")
     ap.add_argument("--spm", default=None, help="the tokenizer for --max-tokens (tests/golden/tok8k.model)")
     a = ap.parse_args()
+    try:
+        a.subset_min, a.subset_max = (int(v) for v in a.subset_tools.split("-"))
+        assert 1 <= a.subset_min <= a.subset_max
+    except (ValueError, AssertionError):
+        ap.error("--subset-tools: expected MIN-MAX with 1 <= MIN <= MAX, e.g. 3-5")
     if a.max_tokens and not a.spm:
         ap.error("--max-tokens needs --spm")
     rng = random.Random(a.seed)
@@ -101,10 +112,10 @@ def main():
     splits = {"train": [], "val": [], "test_demo": [], "test_subsets": []}
     with tempfile.TemporaryDirectory() as tmp:
         # the demo tools, in chunks of 2000 rows with their own seeds (more value and phrasing draws)
-        chunks = max(1, a.demo_rows // 2000)
+        chunks = max(1, a.demo_rows // 2000) if a.demo_rows else 0
         for k in range(chunks):
             got = gen(a.needle, os.path.join(here, "..", "models", "tools.json"), a.demo_rows // chunks,
-                      a.seed * 1000 + k, os.path.join(tmp, "demo%d" % k), a.weights)
+                      a.seed * 1000 + k, os.path.join(tmp, "demo%d" % k), a.weights, a.follow_up_rate)
             splits["train"] += got["train"]
             splits["val"] += got["val"]
             splits["test_demo"] += got["test"]
@@ -115,11 +126,11 @@ def main():
         tools = json.load(open(cat))
         n_sets = max(1, a.subset_rows // 250)
         for k in range(n_sets):
-            pick = rng.sample(tools, rng.randint(3, 5))
+            pick = rng.sample(tools, rng.randint(a.subset_min, a.subset_max))
             path = os.path.join(tmp, "set%d.json" % k)
             json.dump(pick, open(path, "w"))
             got = gen(a.needle, path, a.subset_rows // n_sets, a.seed * 1000 + 500 + k, os.path.join(tmp, "s%d" % k),
-                      a.weights)
+                      a.weights, a.follow_up_rate)
             splits["train"] += got["train"]
             splits["val"] += got["val"]
             splits["test_subsets"] += got["test"]

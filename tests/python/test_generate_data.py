@@ -294,6 +294,27 @@ def test_multi_turn_rows_end_without_repeating_the_call(generated):
     assert n >= 20
 
 
+def test_follow_up_rate_sets_how_many_results_are_followed_by_a_request(tmp_path, mixed_tools):
+    """--follow-up-rate 0 gives no request after a tool result, 1 one in every multi-turn row that fits;
+    tool results come in the shapes agents send (an object, or a list of one result per call, as
+    needle.Needle.run sends them), and the row still validates in `needle finetune`'s format."""
+    weights = json.dumps({"multi_turn": 1.0, "positive": 0.1})
+    counts = {}
+    for rate in (0, 1):
+        out = tmp_path / ("r%d" % rate)
+        run_gen(out, mixed_tools, "--examples", 200, "--seed", 5, "--weights", weights, "--max-tokens", 0,
+                "--follow-up-rate", rate)
+        multi = [r for rows in read_rows(out).values() for r in rows if r["category"] == "multi_turn"]
+        assert len(multi) >= 100
+        counts[rate] = sum(any("user" in t for t in r["turns"]) for r in multi) / len(multi)
+        shapes = {type(t["tool_result"]).__name__ for r in multi for t in r["turns"] if "tool_result" in t}
+        assert shapes == {"dict", "list"}
+    assert counts[0] == 0 and counts[1] > 0.6, counts
+    res = subprocess.run([sys.executable, GEN, "--tools", str(mixed_tools), "--out", str(tmp_path / "bad"),
+                          "--follow-up-rate", "1.5"], capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0 and "--follow-up-rate" in res.stderr
+
+
 def states_said(q, pschema):
     """Numbers a request says by a state its parameter's description names: with "(0 closed, 100
     fully open)", "close the blinds" says 0, "open them all the way" / "fully open" 100, and
@@ -576,8 +597,9 @@ def test_some_requests_say_only_the_values(tmp_path):
     some requests for a tool whose enum values are its own carry neither the tool's name words nor
     its parameters' names, and -ing activities are sometimes said as their verb."""
     tools = os.path.join(ROOT, "examples", "wearable", "tools.json")
-    run_gen(tmp_path, tools, "--examples", 400, "--seed", 5)
-    rows = [r for r in read_rows(tmp_path)["train"] if r["category"] == "positive"]
+    # 1,000 rows, all splits: a verb for the activity is drawn for about one running/swimming row in ten
+    run_gen(tmp_path, tools, "--examples", 1000, "--seed", 5)
+    rows = [r for rs in read_rows(tmp_path).values() for r in rs if r["category"] == "positive"]
     for name, words in (("start_workout", ("workout", "activity")), ("get_metric", ("metric", "period"))):
         mine = [r["query"].lower() for r in rows if [c["name"] for c in r["answers"]] == [name]]
         bare = [q for q in mine if not any(w in q for w in words)]

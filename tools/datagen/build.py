@@ -33,8 +33,9 @@ class GenError(Exception):
 
 
 class Generator:
-    def __init__(self, declared, tools, seed, system=None, weights=None):
+    def __init__(self, declared, tools, seed, system=None, weights=None, follow_up_rate=0.35):
         self.declared, self.tools, self.seed, self.system = declared, tools, seed, system
+        self.follow_up_rate = follow_up_rate  # multi-turn rows whose tool result is followed by a new request
         self.phr = {t.name: ToolPhrasing(t) for t in tools}
         self.foreign = offtopic.foreign_tools(tools)
         self.foreign_phr = {t.name: ToolPhrasing(t) for t in self.foreign}
@@ -274,7 +275,7 @@ class Generator:
         call, text, protected, nd = got
         light = self.last_light
         turns = [self.result_turn(call, rng)]
-        if rng.random() < 0.35:
+        if rng.random() < self.follow_up_rate:
             tool2 = rng.choice(self.tools)
             got2 = self.say(tool2, rng, values)
             if got2 and got2[0] != call:
@@ -287,16 +288,26 @@ class Generator:
         return dress(text, rng, protected, light=light), [call], nd, {"turns": turns}
 
     def result_turn(self, call, rng):
+        """A tool result in the shapes agents send: a status object, the function's own return value
+        (often its arguments echoed), an error object, and each of those inside a list (one result per
+        call, as needle.Needle.run sends them)."""
         what = phrasing.human(call["name"])
         if rng.random() < 0.15:
             err = rng.choice(RESULT_ERR)
-            return {"tool_result": {"status": "error", "message": err}, "answers": [],
-                    "reasoning": "The call failed (%s); tell the user instead of retrying." % err}
-        result = {"status": "ok"}
-        if rng.random() < 0.5:
-            result.update(call["arguments"])
-        return {"tool_result": result, "answers": [],
-                "reasoning": rng.choice(RESULT_OK).replace("{what}", what)}
+            result = rng.choice([{"status": "error", "message": err}, {"error": err}])
+            answer = {"answers": [], "reasoning": "The call failed (%s); tell the user instead of retrying." % err}
+        else:
+            shape = rng.random()
+            if shape < 0.35:
+                result = {"status": "ok"}
+            elif shape < 0.7:
+                result = dict({"status": "ok"}, **call["arguments"])
+            else:
+                result = dict(call["arguments"]) or {"status": "ok"}
+            answer = {"answers": [], "reasoning": rng.choice(RESULT_OK).replace("{what}", what)}
+        if rng.random() < 0.4:
+            result = [result]
+        return dict({"tool_result": result}, **answer)
 
 
 def split_sizes(n):

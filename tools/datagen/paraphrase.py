@@ -25,6 +25,7 @@ class Paraphraser:
             url += "/chat/completions"
         self.url, self.model, self.api_key, self.timeout, self.log = url, model, api_key, timeout, log
         self.asked = self.kept = self.failed = 0
+        self.too_long = 0  # kept rewrites given back because the row no longer fit the context
 
     def ask(self, query, keep):
         body = {"model": self.model, "temperature": 0.9,
