@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""make_round_data.py - the training data of the bundled model's fine-tuning rounds r13 and r14
+"""make_round_data.py - the training data of the bundled model's fine-tuning rounds r13-r22
 (docs/default-model.md): `needle generate-data` rows for the demo tools (models/tools.json)
-and for random 3-5 tool subsets of tools/gen_data.py's 50-tool catalogue, mixed and shuffled.
+and for random subsets (3-5 tools by default) of tools/gen_data.py's 50-tool catalogue, mixed and
+shuffled.
 
     python3 tools/make_round_data.py --needle build/needle --out DIR [--demo-rows 12000]
-                                     [--subset-rows 9000] [--seed 13] [--weights JSON] [--legacy-rows N]
+                                     [--subset-rows 9000] [--subset-tools 3-5] [--seed 13] [--weights JSON]
+                                     [--follow-up-rate R] [--legacy-rows N] [--max-tokens N --spm T]
 
 Writes DIR/train.jsonl and DIR/val.jsonl (the generators' train and val splits; every set's
 test split is kept apart in DIR/test_demo.jsonl and DIR/test_subsets.jsonl).  Deterministic for
