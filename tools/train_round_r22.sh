@@ -18,11 +18,11 @@ THREADS=${3:-2}
 TOK=tests/golden/tok8k.model
 [ -f "$WORK/r16_heads.safetensors" ] || sh tools/train_round_r16.sh "$NEEDLE" "$WORK" "$THREADS"
 
-# one epoch of full fine-tuning: NAME DATA VAL FROM LR SEED
+# one epoch of full fine-tuning: NAME DATA VAL FROM LR SEED [EVAL_EVERY, default 200]
 round() {
     "$NEEDLE" finetune --full --tokenizer $TOK --batch-size 16 --epochs 1 --log-every 20 --threads "$THREADS" \
         "$2" --val "$3" --checkpoint "$4" --out "$WORK/$1.safetensors" --max-len 512 --bucket batch --lr "$5" \
-        --seed "$6" --eval-every 200 --patience 0 --keep-last --qat-bits none
+        --seed "$6" --eval-every "${7:-200}" --patience 0 --keep-last --qat-bits none
 }
 # the validation rows a round watches (the first 120) and the rest, for the confidence head
 split_val() {
@@ -84,10 +84,7 @@ PY
 round r22 "$WORK/r22data/train_mix.jsonl" "$WORK/r22data/val_pick.jsonl" "$WORK/r21.safetensors" 3e-4 22
 
 # r22d: one more epoch on fresh rows of the same generation, lr 2e-4; then the heads
-"$NEEDLE" finetune --full --tokenizer $TOK --batch-size 16 --epochs 1 --log-every 20 --threads "$THREADS" \
-    "$WORK/r22data/train_r22d.jsonl" --val "$WORK/r22data/val_pick.jsonl" --checkpoint "$WORK/r22.safetensors" \
-    --out "$WORK/r22d.safetensors" --max-len 512 --bucket batch --lr 2e-4 --seed 24 --eval-every 100 \
-    --patience 0 --keep-last --qat-bits none
+round r22d "$WORK/r22data/train_r22d.jsonl" "$WORK/r22data/val_pick.jsonl" "$WORK/r22.safetensors" 2e-4 24 100
 heads r22d_heads "$WORK/r22d.safetensors" "$WORK/r22data/calib.jsonl"
 python3 tools/st_to_half.py "$WORK/r22d_heads.safetensors" "$WORK/r22d_fp16.safetensors"
 "$NEEDLE" build "$WORK/r22d_heads.safetensors" --tokenizer $TOK --bits 4 --out "$WORK/r22d.cact"
