@@ -245,14 +245,14 @@ int cmd_bench(int argc, char **argv)
     printf("{\"model\":\"%s\",\"file_mb\":%.2f,\"load_ms\":%.1f,\"first_token_ms\":%.2f,\"prompt_tokens\":%d,"
            "\"prefill_ms\":%.1f,\"prefill_tps\":%.1f,\"gen_tokens\":%d,\"decode_ms\":%.1f,\"decode_tps\":%.1f,"
            "\"prefill_cpu_ms\":%.1f,\"decode_cpu_ms\":%.1f,\"prefill_tok_per_cpu_s\":%.1f,\"decode_tok_per_cpu_s\":%.1f,"
-           "\"peak_rss_mb\":%.1f,\"rss_before_load_mb\":%.1f,\"session_mb\":%.2f,\"window\":%d,\"threads\":%d,"
+           "\"peak_rss_mb\":%.1f,\"rss_bound_mb\":%.2f,\"rss_before_load_mb\":%.1f,\"session_mb\":%.2f,\"window\":%d,\"threads\":%d,"
            "\"backend\":\"%s\",\"kv_bits\":%d,\"float_path\":%s,\"acts\":\"%s\",\n"
            " \"weight_mb_per_token\":%.2f,\"read_gb_s\":%.1f,\"decode_read_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\n"
            " \"prefill_split\":{\"matmul\":%.3f,\"attention\":%.3f,\"other\":%.3f},"
            "\"decode_split\":{\"matmul\":%.3f,\"attention\":%.3f,\"other\":%.3f}}\n",
            model, file_mb, load_ms, first_ms, n_prompt, prefill_ms, n_prompt / (prefill_ms / 1e3), n_gen, decode_ms,
            n_gen ? n_gen / (decode_ms / 1e3) : 0.0, prefill_cpu, decode_cpu, n_prompt / (prefill_cpu / 1e3),
-           n_gen ? n_gen / (decode_cpu / 1e3) : 0.0, peak_rss_mb(), rss_before, nd_state_bytes(s) / 1048576.0,
+           n_gen ? n_gen / (decode_cpu / 1e3) : 0.0, peak_rss_mb(), file_mb + ND_KV_BUDGET_BYTES / 1048576.0 + 1.0, rss_before, nd_state_bytes(s) / 1048576.0,
            nd_state_window(s), nd_threadpool_threads(m->pool), m->be->name, nd_state_kv_bits(s), dequant ? "true" : "false",
            m->acts == NEEDLE_ACTS_A8 ? "a8" : "float", ws.bytes / 1048576.0, bw,
            ws.bytes * decode_tps / 1e9, bw > 0 ? ws.bytes * decode_tps / 1e9 / bw : 0.0, pre_mm / prefill_ms,

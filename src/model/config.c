@@ -371,7 +371,7 @@ int nd_config_logit_width(const nd_config *c)
  * budget, the global layers split the rest. */
 static int budget_window_v3(const nd_config *c)
 {
-    const long long B = 12058624LL;
+    const long long B = ND_KV_BUDGET_BYTES;
     long long Kd = (long long)c->num_kv_heads * c->qk_dim, Vd = (long long)c->num_kv_heads * c->v_dim;
     long long d = c->d_model, L = c->num_layers, S = c->num_sites;
     long long per_layer = Kd + Vd + (Kd / 32 + Vd / 32) * 4, per_site = d + (d / 32) * 4;
@@ -398,7 +398,7 @@ int nd_config_budget_window(const nd_config *c)
     long long kv = c->kv_dim, d = c->d_model;
     long long per_pos = (long long)c->num_layers * (2 * kv + 2 * (kv / 32) * 4) + (long long)c->num_sites * (d + (d / 32) * 4);
     if (per_pos <= 0) return c->max_seq_len;
-    long long w = (12058624LL / per_pos) / 32 * 32;
+    long long w = (ND_KV_BUDGET_BYTES / per_pos) / 32 * 32;
     if (w < 160) w = 160;
     if (w > c->max_seq_len) w = c->max_seq_len;
     return (int)w;

@@ -69,6 +69,10 @@ int nd_config_derive(nd_config *c, const char *where, needle_error *err);
 /* The full config as compact JSON (all fields), heap string. */
 char *nd_config_to_json(const nd_config *c);
 
+/* The KV memory the reference sizes its window to (SPEC section 5: 12,058,624
+ * bytes, 11.5 MiB); `needle bench` holds peak RSS to file + this + 1 MiB. */
+#define ND_KV_BUDGET_BYTES 12058624LL
+
 /* SPEC section 5 budget window (kv_window == 0 case): for base geometry 704;
  * a v3 config gets SPEC-needle3 5.4's (3456 for the v3 defaults). */
 int nd_config_budget_window(const nd_config *c);
