@@ -1,0 +1,54 @@
+#!/bin/sh
+# train_round_r23.sh - round r23 (docs/default-model.md), from r22d to the bundled model: one epoch of
+# full fine-tuning on 11,579 fresh rows of the r22 recipe's generation, then both heads retrained
+# (models/needle-default.cact = $WORK/r23.cact, models/needle-default.safetensors = $WORK/r23_fp16.safetensors).
+# Runs tools/train_round_r22.sh first unless $WORK/r22d_fp16.safetensors exists.
+#
+#   sh tools/train_round_r23.sh [NEEDLE_BINARY] [WORK_DIR] [THREADS]
+#
+# About 30 minutes on 2 threads (18 minutes of fine-tuning, 2 of data, 8 of heads). The shipped model
+# started from the shipped r22d FP16 checkpoint, as this script does.
+set -eu
+NEEDLE=${1:-build/needle}
+WORK=${2:-data/default-model}
+THREADS=${3:-2}
+TOK=tests/golden/tok8k.model
+[ -f "$WORK/r22d_fp16.safetensors" ] || sh tools/train_round_r22.sh "$NEEDLE" "$WORK" "$THREADS"
+D="$WORK/r23data"
+
+# demo tools and 3-5 tool subsets (multi-turn .14, follow-up rate 0.7), plus 1-3 tool subsets with many
+# follow-up requests (the recipe of r22, more positive and parallel rows, no legacy rows)
+python3 tools/make_round_data.py --needle "$NEEDLE" --out "$D/big" --seed 23 --demo-rows 7000 \
+    --subset-rows 5000 --max-tokens 640 --spm $TOK --follow-up-rate 0.7 \
+    --weights '{"positive":0.40,"parallel":0.14,"multi_turn":0.14,"missing":0.09,"irrelevant":0.09,"negation":0.07,"invalid":0.07}'
+python3 tools/make_round_data.py --needle "$NEEDLE" --out "$D/small" --seed 123 --demo-rows 0 \
+    --subset-rows 2500 --subset-tools 1-3 --max-tokens 512 --spm $TOK --follow-up-rate 0.9 \
+    --weights '{"positive":0.30,"parallel":0.10,"multi_turn":0.35,"missing":0.07,"irrelevant":0.07,"negation":0.06,"invalid":0.05}'
+# all training rows shuffled; the round watches 130 validation rows, the confidence head learns from the rest
+python3 - "$D" <<'PY'
+import random, sys
+d = sys.argv[1]
+rows = open(d + "/big/train.jsonl").readlines() + open(d + "/small/train.jsonl").readlines()
+random.Random(23).shuffle(rows)
+open(d + "/train_mix.jsonl", "w").writelines(rows)
+vb, vs = open(d + "/big/val.jsonl").readlines(), open(d + "/small/val.jsonl").readlines()
+open(d + "/val_pick.jsonl", "w").writelines(vb[:90] + vs[:40])
+open(d + "/calib.jsonl", "w").writelines(vb[90:] + vs[40:])
+PY
+
+"$NEEDLE" finetune --full --tokenizer $TOK --batch-size 16 --epochs 1 --log-every 20 --threads "$THREADS" \
+    "$D/train_mix.jsonl" --val "$D/val_pick.jsonl" --checkpoint "$WORK/r22d_fp16.safetensors" \
+    --out "$WORK/r23.safetensors" --max-len 512 --bucket batch --lr 2e-4 --seed 23 --eval-every 200 \
+    --patience 0 --keep-last --qat-bits none
+
+# heads: contrastive (docs/heads.md, 20 epochs), then confidence on the 1,319 validation rows no run watched
+H="$WORK/heads"
+mkdir -p "$H"
+[ -f "$H/retrieval/train.jsonl" ] ||
+    python3 tools/gen_data.py --out "$H/retrieval" --seed 4243 --train 10000 --val 10 --test 10 --max-tools 5
+"$NEEDLE" train-heads --model "$WORK/r23.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
+    --out "$WORK/r23_contrastive.safetensors" --only contrastive --batch 128 --epochs 20 --lr 1e-2 --holdout 0.05
+"$NEEDLE" train-heads --model "$WORK/r23_contrastive.safetensors" --tokenizer $TOK "$D/calib.jsonl" \
+    --out "$WORK/r23_heads.safetensors" --only confidence --epochs 20 --lr 2e-3 --max-cell-mb 6000
+python3 tools/st_to_half.py "$WORK/r23_heads.safetensors" "$WORK/r23_fp16.safetensors"
+"$NEEDLE" build "$WORK/r23_heads.safetensors" --tokenizer $TOK --bits 4 --out "$WORK/r23.cact"
