@@ -6,15 +6,7 @@
 # gives, and a clear error for a missing model.  (Speed itself is measured,
 # not tested: docs/speed.md.)  Run from the repository root:
 #   sh tests/cli/test_bench.sh [BUILD]
-BUILD=${1:-build}
-ROOT=$(pwd)
-NEEDLE="$ROOT/$BUILD/needle"
-G="$ROOT/tests/golden"
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | head -n 5 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(timeout 120 "$@" 2>&1); rc=$?; }
+. "$(dirname "$0")/harness.sh"
 
 check() { # FILE PROMPT GEN THREADS ACTS: the JSON on stdin
     python3 -c '

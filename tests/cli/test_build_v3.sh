@@ -8,20 +8,12 @@
 # stay 4-bit unless named, as the reference exports them), --layers refused
 # outside 2..L and on Needle 2, and cact_diff itself failing a different file.
 # Run from the repository root: sh tests/cli/test_build_v3.sh [BUILD]
-BUILD=${1:-build}
-ROOT=$(pwd)
-NEEDLE="$ROOT/$BUILD/needle"
+RUN_TIMEOUT=300
+. "$(dirname "$0")/harness.sh"
 DIFF="$ROOT/$BUILD/tools/cact_diff"
-G="$ROOT/tests/golden"
 N3="$G/needle3"
 TMP=$(mktemp -d /tmp/needle-build-v3.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | tail -n 5 | cut -c 1-300 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(timeout 300 "$@" 2>&1); rc=$?; }
-has() { printf '%s' "$out" | grep -q -F -- "$1"; }
 
 run "$NEEDLE" build "$N3/n3_tiny.safetensors" --tokenizer "$G/tok8k.model" --out "$TMP/full.cact"
 if [ $rc -eq 0 ]; then

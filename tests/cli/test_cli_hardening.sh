@@ -4,20 +4,11 @@
 # exit status and message.  Run from the repository root:
 #   sh tests/cli/test_cli_hardening.sh [BUILD]
 # Prints "ok NAME" / "not ok NAME" per check and "N passed, N failed".
-BUILD=${1:-build}
-ROOT=$(pwd)
-NEEDLE="$ROOT/$BUILD/needle"
-G="$ROOT/tests/golden"
+. "$(dirname "$0")/harness.sh"
 T=$(mktemp -d /tmp/needle-cli-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-passed=0
-failed=0
 
 # check NAME COND_DESCRIPTION: uses $rc, $out (stdout+stderr) of the last `run`
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | head -n 5 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(timeout 120 "$@" 2>&1); rc=$?; }
-has() { printf '%s' "$out" | grep -q -F -- "$1"; }
 
 # --- needle run: arguments ---------------------------------------------------------------
 run "$NEEDLE" run --model "$G/tiny_w4.cact" turn off the lights

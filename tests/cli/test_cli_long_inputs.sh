@@ -7,19 +7,10 @@
 # `make long-inputs` times the full sizes).  Checks look at behaviour (exit
 # status, message, envelope), never at wall time.  Run from the repository root:
 #   sh tests/cli/test_cli_long_inputs.sh [BUILD]
-BUILD=${1:-build}
-ROOT=$(pwd)
-NEEDLE="$ROOT/$BUILD/needle"
-G="$ROOT/tests/golden"
+. "$(dirname "$0")/harness.sh"
 M="$ROOT/models/needle-default.cact"
 T=$(mktemp -d /tmp/needle-long-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | head -n 5 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(timeout 120 "$@" 2>&1); rc=$?; }
-has() { printf '%s' "$out" | grep -q -F -- "$1"; }
 
 # --- data rows with a NUL byte or a \u0000 escape: FILE:LINE, never a cut text ------------
 printf '{"query":"turn on the lights","tools":[],"answers":[]}\n{"query":"hi","tools":[],"answers":[]}\000{"query":"hidden"}\n{"query":"a\\u0000b","tools":[],"answers":[]}\n' > "$T/nul.jsonl"

@@ -15,19 +15,11 @@
 # The loss is compared between the first and the last validation (every 2 steps) and
 # between the first and the last logged training steps.  About 20 s of CPU.
 # Run from the repository root: sh tests/cli/test_finetune_v3.sh [BUILD]
-BUILD=${1:-build}
-ROOT=$(pwd)
-NEEDLE="$ROOT/$BUILD/needle"
-G="$ROOT/tests/golden"
+RUN_TIMEOUT=300
+. "$(dirname "$0")/harness.sh"
 BASE="$G/needle3/n3_tiny.safetensors"
 TMP=$(mktemp -d /tmp/needle-ft-v3.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | tail -n 8 | cut -c 1-300 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(timeout 300 "$@" 2>&1); rc=$?; }
-has() { printf '%s' "$out" | grep -q -F -- "$1"; }
 
 TOOLS='[{"name":"set_lights","description":"Turn lights on or off","parameters":{"type":"object","properties":{"room":{"type":"string"},"on":{"type":"boolean"}},"required":["room","on"]}},{"name":"lock_door","description":"Lock a door","parameters":{"type":"object","properties":{"door":{"type":"string"}},"required":["door"]}}]'
 OA='[{"type":"function","function":{"name":"set_lights","description":"Turn lights on or off","parameters":{"type":"object","properties":{"room":{"type":"string"},"on":{"type":"boolean"}},"required":["room","on"]}}},{"type":"function","function":{"name":"lock_door","description":"Lock a door","parameters":{"type":"object","properties":{"door":{"type":"string"}},"required":["door"]}}}]'

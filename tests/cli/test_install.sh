@@ -4,11 +4,7 @@
 # (which finds its bundled model), needle.pc; a program built with
 # `pkg-config --cflags --libs needle` against it runs (issue 21).
 #   sh tests/cli/test_install.sh [BUILD]
-BUILD=${1:-build}
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | tail -n 8 | sed 's/^/    | /'; failed=$((failed + 1)); }
+. "$(dirname "$0")/harness.sh"
 if ! command -v pkg-config >/dev/null 2>&1; then
     echo "test_install: pkg-config not installed, not run (not counted)"
     echo "0 passed, 0 failed"

@@ -2,14 +2,8 @@
 # test_isa.sh - `needle info` names the kernel path and why; NEEDLE_ISA forces a
 # path and a path that cannot run is refused with its reason (issue 21).
 #   sh tests/cli/test_isa.sh [BUILD]
-BUILD=${1:-build}
-NEEDLE="$(pwd)/$BUILD/needle"
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | head -n 5 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(env "$@" 2>&1); rc=$?; }
-has() { printf '%s' "$out" | grep -q -F -- "$1"; }
+. "$(dirname "$0")/harness.sh"
+run() { out=$(env "$@" 2>&1); rc=$?; }  # this one passes an environment: run -u VAR or VAR=x CMD
 
 run -u NEEDLE_ISA "$NEEDLE" info
 if [ $rc -eq 0 ] && has '"kernel_path":"' && has '"kernel_path_reason":"automatic'; then ok info_names_path_and_reason

@@ -5,17 +5,8 @@
 # `--layers 3` (rung 3 of the unsliced file equals the rung file), `needle
 # inspect` (generation and the v3 header fields), `needle run` (a schema-valid
 # envelope).  Run from the repository root: sh tests/cli/test_needle3_cli.sh [BUILD]
-BUILD=${1:-build}
-ROOT=$(pwd)
-NEEDLE="$ROOT/$BUILD/needle"
-G="$ROOT/tests/golden"
+. "$(dirname "$0")/harness.sh"
 N3="$G/needle3"
-passed=0
-failed=0
-ok() { echo "ok      $1"; passed=$((passed + 1)); }
-bad() { echo "not ok  $1: $2"; printf '%s\n' "$out" | head -n 5 | sed 's/^/    | /'; failed=$((failed + 1)); }
-run() { out=$(timeout 120 "$@" 2>&1); rc=$?; }
-has() { printf '%s' "$out" | grep -q -F -- "$1"; }
 
 text=$(python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["text"])' "$N3/n3_tiny.json")
 run "$NEEDLE" embed --model "$N3/n3_tiny.cact" --acts float "$text"
