@@ -14,6 +14,7 @@ WORK=${2:-data/default-model}
 THREADS=${3:-2}
 TOK=tests/golden/tok8k.model
 [ -f "$WORK/r22d_fp16.safetensors" ] || sh tools/train_round_r22.sh "$NEEDLE" "$WORK" "$THREADS"
+. tools/round_steps.sh
 D="$WORK/r23data"
 
 # demo tools and 3-5 tool subsets (multi-turn .14, follow-up rate 0.7), plus 1-3 tool subsets with many
@@ -36,19 +37,8 @@ open(d + "/val_pick.jsonl", "w").writelines(vb[:90] + vs[:40])
 open(d + "/calib.jsonl", "w").writelines(vb[90:] + vs[40:])
 PY
 
-"$NEEDLE" finetune --full --tokenizer $TOK --batch-size 16 --epochs 1 --log-every 20 --threads "$THREADS" \
-    "$D/train_mix.jsonl" --val "$D/val_pick.jsonl" --checkpoint "$WORK/r22d_fp16.safetensors" \
-    --out "$WORK/r23.safetensors" --max-len 512 --bucket batch --lr 2e-4 --seed 23 --eval-every 200 \
-    --patience 0 --keep-last --qat-bits none
-
-# heads: contrastive (docs/heads.md, 20 epochs), then confidence on the 1,319 validation rows no run watched
-H="$WORK/heads"
-mkdir -p "$H"
-[ -f "$H/retrieval/train.jsonl" ] ||
-    python3 tools/gen_data.py --out "$H/retrieval" --seed 4243 --train 10000 --val 10 --test 10 --max-tools 5
-"$NEEDLE" train-heads --model "$WORK/r23.safetensors" --tokenizer $TOK "$H/retrieval/train.jsonl" \
-    --out "$WORK/r23_contrastive.safetensors" --only contrastive --batch 128 --epochs 20 --lr 1e-2 --holdout 0.05
-"$NEEDLE" train-heads --model "$WORK/r23_contrastive.safetensors" --tokenizer $TOK "$D/calib.jsonl" \
-    --out "$WORK/r23_heads.safetensors" --only confidence --epochs 20 --lr 2e-3 --max-cell-mb 6000
+round r23 "$D/train_mix.jsonl" "$D/val_pick.jsonl" "$WORK/r22d_fp16.safetensors" 2e-4 23
+# heads: contrastive (20 epochs), then confidence on the 1,319 validation rows no run watched
+heads r23_heads "$WORK/r23.safetensors" "$D/calib.jsonl"
 python3 tools/st_to_half.py "$WORK/r23_heads.safetensors" "$WORK/r23_fp16.safetensors"
 "$NEEDLE" build "$WORK/r23_heads.safetensors" --tokenizer $TOK --bits 4 --out "$WORK/r23.cact"
