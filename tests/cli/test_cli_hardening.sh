@@ -8,7 +8,7 @@
 T=$(mktemp -d /tmp/needle-cli-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
-# check NAME COND_DESCRIPTION: uses $rc, $out (stdout+stderr) of the last `run`
+# each check below reads $rc and $out (stdout+stderr) of the last `run` (tests/cli/harness.sh)
 
 # --- needle run: arguments ---------------------------------------------------------------
 run "$NEEDLE" run --model "$G/tiny_w4.cact" turn off the lights
