@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dev_report.py - score a model row by row through `needle run`, with confidence AUROC.
 
-    python3 tools/dev_report.py --model M.cact [--tools T.json] [--strict] DATA.jsonl [--json OUT]
+    python3 tools/dev_report.py --model M.cact [--tools T.json] [--strict] DATA.jsonl [--json OUT] [--failures F.jsonl]
 
 Each row (query, answers, category?, system?, tools?) is answered by its own `needle run` (greedy, as a
 user would run it); prints exact-call, tool-name, argument F1, refusal (rows expecting []), false
@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--tools", default=None)
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--failures", default=None, help="write each failed row (query, expected, got) as JSONL")
     ap.add_argument("data")
     a = ap.parse_args()
     rows = [json.loads(l) for l in open(a.data, encoding="utf-8") if l.strip()]
@@ -54,6 +55,7 @@ def main():
     tp = pred_n = gold_n = 0
     conf, correct = [], []
     cats = collections.OrderedDict()
+    failures = open(a.failures, "w", encoding="utf-8") if a.failures else None
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tf:
         tools_path = tf.name
     for r in rows:
@@ -93,6 +95,10 @@ def main():
         if env.get("confidence") is not None:
             conf.append(env["confidence"])
             correct.append(bool(ok))
+        if failures and not ok:
+            failures.write(json.dumps({"category": r.get("category"), "query": r["query"], "expected": gold,
+                                       "got": got, "confidence": env.get("confidence")},
+                                      ensure_ascii=False) + "\n")
         c = cats.setdefault(r.get("category", "all"), [0, 0])
         c[0] += 1
         c[1] += bool(ok)
@@ -115,6 +121,8 @@ def main():
     print("| category | rows | passed | pass rate |\n|---|---|---|---|")
     for k, v in cats.items():
         print("| %s | %d | %d | %.1f%% |" % (k, v[0], v[1], 100.0 * v[1] / v[0]))
+    if failures:
+        failures.close()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
