@@ -103,8 +103,9 @@ typedef struct needle_session_options {
     float temperature;           /* 0: greedy */
     float top_p;                 /* 0 or 1: no nucleus cut */
     uint64_t seed;               /* sampling seed */
-    int strict;                  /* 1: withhold calls the grounding checks flag (ungrounded values or a
-                                    negated request): they go to "suppressed_calls", function_calls is [] */
+    int strict;                  /* 1: withhold calls with a value the request does not say (ungrounded):
+                                    they go to "suppressed_calls", function_calls is [].  Every session
+                                    withholds a negated request and a value outside the schema. */
     int grounded_decoding;       /* free-text argument values (strings whose schema has no enum, const,
                                     pattern, format or length bounds) may only be copies - non-empty
                                     substrings, ASCII case ignored - of what the conversation said (user

@@ -172,7 +172,12 @@ static void test_first_turn_layout(void)
         if (text.len > expect.len) {
             nd_json *calls = NULL;
             CHECK(nd_json_parse(text.data + head_len, text.len - expect.len, NULL, &calls, &err) == 0);
-            CHECK(calls && nd_json_equal(calls, nd_json_get(j, "function_calls")));
+            /* the calls as written: the envelope's, or the ones it withheld (a value
+             * outside the schema: a random model's choices are often refused) */
+            const nd_json *fc = nd_json_get(j, "function_calls"), *sup = nd_json_get(j, "suppressed_calls");
+            const nd_json *written = fc && fc->type == ND_JSON_ARRAY && fc->count == 0 && sup &&
+                                             sup->type == ND_JSON_ARRAY && sup->count > 0 ? sup : fc;
+            CHECK(calls && nd_json_equal(calls, written));
             nd_json_free(calls);
         }
         CHECK(s->turn_ids.data[want.len] == 8071 && s->turn_ids.data[want.len + 1] == 6);

@@ -26,10 +26,14 @@ static const char *TOOLS =
     "{\"name\":\"set_blinds\",\"parameters\":{\"type\":\"object\",\"properties\":{\"position\":{\"type\":"
     "\"integer\",\"minimum\":0,\"maximum\":100,\"description\":\"how open (0 closed, 100 fully open)\"}}}},"
     "{\"name\":\"set_volume\",\"parameters\":{\"type\":\"object\",\"properties\":{\"level\":{\"type\":"
-    "\"integer\",\"minimum\":0,\"maximum\":100}}}}]";
+    "\"integer\",\"minimum\":0,\"maximum\":100}}}},"
+    "{\"name\":\"set_oven\",\"parameters\":{\"type\":\"object\",\"properties\":{\"temperature\":{\"type\":"
+    "\"integer\",\"minimum\":50,\"exclusiveMaximum\":250}}}}]";
 
-/* The ungrounded list (a JSON array text) for calls answering request. */
-static char *ungrounded(const char *calls_json, const char *request, const char *system, int *negation)
+/* The ungrounded list (a JSON array text) for calls answering request; with
+ * out_of_schema, that list instead. */
+static char *grounding_list(const char *calls_json, const char *request, const char *system, int *negation,
+                            int out_of_schema)
 {
     nd_json *calls = NULL, *tools = NULL;
     needle_error e;
@@ -40,14 +44,19 @@ static char *ungrounded(const char *calls_json, const char *request, const char 
     }
     nd_grounding g;
     char *out = NULL;
-    if (nd_grounding_check(calls, tools, request, request, system, &g) == 0) {
-        out = strdup(g.ungrounded.data);
+    if (nd_grounding_check(calls, tools, request, request, system, NULL, &g) == 0) {
+        out = strdup(out_of_schema ? g.out_of_schema.data : g.ungrounded.data);
         if (negation) *negation = g.negation;
     }
     nd_grounding_free(&g);
     nd_json_free(calls);
     nd_json_free(tools);
     return out;
+}
+
+static char *ungrounded(const char *calls_json, const char *request, const char *system, int *negation)
+{
+    return grounding_list(calls_json, request, system, negation, 0);
 }
 
 #define EXPECT_UNGROUNDED(calls, request, system, want)                                      \
@@ -105,6 +114,8 @@ static void test_numbers_named_by_units_and_states(void)
     EXPECT_UNGROUNDED(TIMER(60), "timer for ten minutes", NULL, "[\"set_timer.minutes\"]");
     EXPECT_UNGROUNDED(TIMER(1000), "a timer please", NULL, "[\"set_timer.minutes\"]");
     EXPECT_UNGROUNDED(TIMER(60), "timer for an hour", NULL, "[]");
+    EXPECT_UNGROUNDED(TIMER(60), "timer for 1 hour", NULL, "[]"); /* "1" before the unit, as "one" */
+    EXPECT_UNGROUNDED(TIMER(60), "timer for 2 hours", NULL, "[\"set_timer.minutes\"]");
     EXPECT_UNGROUNDED(TIMER(1), "a timer please", NULL, "[]");
     EXPECT_UNGROUNDED(BLINDS(0), "close the bedroom blinds", NULL, "[]");
     EXPECT_UNGROUNDED(BLINDS(0), "open the bedroom blinds", NULL, "[\"set_blinds.position\"]");
@@ -117,6 +128,53 @@ static void test_numbers_named_by_units_and_states(void)
                       "[\"set_volume.level\"]");
 #undef BLINDS
 #undef TIMER
+}
+
+#define EXPECT_OUT_OF_RANGE(calls, request, want)                                            \
+    do {                                                                                     \
+        char *got_ = grounding_list(calls, request, NULL, NULL, 1);                          \
+        CHECKF(got_ && !strcmp(got_, want), "%s -> %s, want %s", request, got_ ? got_ : "(error)", want); \
+        free(got_);                                                                          \
+    } while (0)
+
+static void test_numbers_said_outside_the_schema(void)
+{
+    const char *vol15 = "[{\"name\":\"set_volume\",\"arguments\":{\"level\":15}}]";
+    /* the user asked for 150, the model wrote 15: not said, and 150 is over the maximum */
+    EXPECT_OUT_OF_RANGE(vol15, "volume to 150 percent", "[\"set_volume.level\"]");
+    EXPECT_OUT_OF_RANGE(vol15, "volume to a hundred and fifty", "[\"set_volume.level\"]");
+    /* said: a grounded value is never out of range, whatever else the request says */
+    EXPECT_OUT_OF_RANGE(vol15, "volume to 15, not 150", "[]");
+    /* not said, but every number said fits the schema: only ungrounded */
+    EXPECT_OUT_OF_RANGE(vol15, "volume to 40", "[]");
+    EXPECT_OUT_OF_RANGE(vol15, "turn the volume up", "[]");
+    /* negative numbers: "-10" and "minus 10" under minimum 0 */
+    EXPECT_OUT_OF_RANGE(vol15, "volume to -10", "[\"set_volume.level\"]");
+    EXPECT_OUT_OF_RANGE(vol15, "volume to minus 10", "[\"set_volume.level\"]");
+    /* a hyphen inside a word is not a sign */
+    EXPECT_OUT_OF_RANGE(vol15, "set the volume to level-10", "[]");
+    /* the 1 that goes without saying is not said: minimum 50 does not refuse it */
+    const char *oven = "[{\"name\":\"set_oven\",\"arguments\":{\"temperature\":180}}]";
+    EXPECT_OUT_OF_RANGE(oven, "preheat an oven", "[]");
+    /* exclusive bounds: 250 is outside exclusiveMaximum 250; 30 under minimum 50 */
+    EXPECT_OUT_OF_RANGE(oven, "oven to 250", "[\"set_oven.temperature\"]");
+    EXPECT_OUT_OF_RANGE(oven, "oven to 30 please", "[\"set_oven.temperature\"]");
+    EXPECT_OUT_OF_RANGE(oven, "oven to 200", "[]");
+    /* the argument the decoder saw the schema bend comes first, and once */
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error e;
+    CHECK(nd_json_parse(vol15, strlen(vol15), NULL, &calls, &e) == 0 && nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &e) == 0);
+    nd_grounding g;
+    CHECK(nd_grounding_check(calls, tools, "volume to 150", "volume to 150", NULL, "set_volume.level", &g) == 0);
+    CHECK(g.n_out_of_schema == 1 && strcmp(g.out_of_schema.data, "[\"set_volume.level\"]") == 0);
+    nd_grounding_free(&g);
+    CHECK(nd_grounding_check(calls, tools, "volume to 15", "volume to 15", NULL, "set_thermostat.unit", &g) == 0);
+    CHECKF(strcmp(g.out_of_schema.data, "[\"set_thermostat.unit\"]") == 0, "%s", g.out_of_schema.data);
+    nd_grounding_free(&g);
+    nd_json_free(calls);
+    nd_json_free(tools);
+    /* no bounds in the schema: nothing is outside */
+    EXPECT_OUT_OF_RANGE("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":5}}]", "timer for 500 minutes", "[]");
 }
 
 static void test_times(void)
@@ -165,7 +223,8 @@ static void test_negation(void)
         CHECKF(neg == 1, "%s", negated[i]);
         free(u);
     }
-    const char *positive[] = {"don't forget to set a 5 minute timer", "set a 5 minute timer", "5 minute timer, don't let me forget"};
+    const char *positive[] = {"don't forget to set a 5 minute timer", "set a 5 minute timer", "5 minute timer, don't let me forget",
+                              "set a 5 minute timer, if you don't mind"};
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
         u = ungrounded(lights, positive[i], NULL, &neg);
         CHECKF(neg == 0, "%s", positive[i]);
@@ -225,25 +284,28 @@ static void test_envelope_fields(void)
     e.calls_len = 2;
     e.ungrounded = "[\"a.b\"]";
     e.negation = 1;
+    e.out_of_schema = "[\"a.b\"]";
     e.suppressed_calls = "[{\"name\":\"a\",\"arguments\":{\"b\":1}}]";
     nd_buf b;
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
-    CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true},\"suppressed_calls\":[{\"name\":"
-                         "\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
+    CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true,\"out_of_schema\":[\"a.b\"]},"
+                         "\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
     nd_buf_free(&b);
     /* nothing given, or text that is not a JSON array: [] (the envelope stays valid JSON) */
     e.ungrounded = NULL;
     e.negation = 0;
+    e.out_of_schema = "[1,";
     e.suppressed_calls = "{oops";
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
-    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false},\"suppressed_calls\":[]}") != NULL);
+    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[]},\"suppressed_calls\":[]}") !=
+          NULL);
     nd_buf_free(&b);
 }
 
 /* End to end on the bundled model: --strict withholds a negated request's call. */
-static void test_strict_session_withholds(void)
+static void test_sessions_withhold_negated_requests(void)
 {
     needle_model *m = NULL;
     needle_error err;
@@ -261,19 +323,19 @@ static void test_strict_session_withholds(void)
         CHECK(needle_session_open(m, &so, &s, &err) == 0);
         if (!s) break;
         char *env = NULL;
-        /* whatever the model answers, a strict session never returns a call for a negated request */
+        /* whatever the model answers, no session returns a call for a negated request
+         * (strict or not, since 2026-12-06); a withheld call stays in suppressed_calls */
         CHECK(needle_session_send(s, "please don't turn off the kitchen lights", &env, &err) == 0);
         CHECK(env && strstr(env, "\"negation\":true"));
-        if (strict) CHECK(env && strstr(env, "\"function_calls\":[]"));
-        else CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
+        CHECK(env && strstr(env, "\"function_calls\":[]"));
         /* a flagged call's confidence is halved: at most 0.5 */
         const char *cf = env ? strstr(env, "\"confidence\":") : NULL;
-        if (!strict && env && !strstr(env, "\"function_calls\":[]") && cf && strncmp(cf + 13, "null", 4))
+        if (env && !strstr(env, "\"suppressed_calls\":[]") && cf && strncmp(cf + 13, "null", 4))
             CHECKF(strtod(cf + 13, NULL) <= 0.5, "%s", cf);
         needle_free(env);
         env = NULL;
         CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
-        CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false}"));
+        CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[]}"));
         CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
         needle_free(env);
         needle_session_close(s);
@@ -286,11 +348,12 @@ int main(void)
     RUN(test_strings_copied_or_not);
     RUN(test_numbers_in_digits_words_and_units);
     RUN(test_numbers_named_by_units_and_states);
+    RUN(test_numbers_said_outside_the_schema);
     RUN(test_times);
     RUN(test_dates);
     RUN(test_negation);
     RUN(test_repeated_items_and_calls_end_the_list);
     RUN(test_envelope_fields);
-    RUN(test_strict_session_withholds);
+    RUN(test_sessions_withhold_negated_requests);
     return check_summary();
 }

@@ -149,8 +149,9 @@ class Needle:
     tool_index_path: a file caching the tools' embeddings (retrieval).
     auto_date: put today's `date:` fact into the system unless it has one.
     stateless: forget the conversation before every complete()/run().
-    strict: withhold calls the grounding checks flag (argument values not said, a negated request);
-        they are reported under "suppressed_calls" and "function_calls" is empty.
+    strict: also withhold calls with argument values the request does not say (every session withholds
+        a negated request's calls and values outside the schema); withheld calls are reported under
+        "suppressed_calls" and "function_calls" is empty.
     copy_values: grounded decoding - free-text argument values may only be whole-word copies of what
         was said or the system facts (True), or any text (False); None: the library's default (on).
     """

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/range_guard.h"
 #include "agent/repeat_guard.h"
 #include "core/error.h"
 
@@ -94,11 +95,10 @@ static const nd_forced *forced_of(const needle_model *m, const nd_forced *open, 
     }
 }
 
-/* The unmasked greedy choice when the grammar accepts it from gs, else -1. */
-static int greedy_if_accepted(needle_session *s, const nd_grammar_state *gs)
+/* tok when it is an ordinary token the grammar accepts from gs, else -1. */
+static int if_accepted(needle_session *s, const nd_grammar_state *gs, int tok)
 {
     const needle_model *m = s->model;
-    int tok = nd_sampler_pick(&s->sampler, s->logits, NULL);
     if (tok < 0 || tok == m->id_think_close || !nd_mask_test(m->reason_mask, tok)) return -1; /* not ordinary */
     int len = 0;
     const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
@@ -106,6 +106,34 @@ static int greedy_if_accepted(needle_session *s, const nd_grammar_state *gs)
     nd_grammar_state probe;
     nd_grammar_state_copy(&probe, gs);
     return nd_grammar_advance(s->grammar, &probe, bytes, (size_t)len) == 0 ? tok : -1;
+}
+
+/* The range guard (range_guard.h): the grammar let `got` through where the
+ * model's own best token was `want`.  When the grammar refused `want` while a
+ * number was being written, or inside a string its schema closes (enum,
+ * const, pattern, format), the schema bent the value the model meant: the
+ * offset is noted in r->bent_at.  want_ok: if_accepted's answer for want, or
+ * -2 when not probed yet. */
+static void note_bent_value(needle_session *s, const nd_grammar_state *gs, const nd_json_lexpos *lex,
+                            nd_turn_result *r, int want, int want_ok, const char *got, int got_len)
+{
+    const needle_model *m = s->model;
+    if (want == m->id_think_close || !nd_mask_test(m->reason_mask, want)) return; /* not an ordinary token */
+    int wlen = 0;
+    const char *wbytes = nd_tokenizer_token_bytes(m->tok, want, &wlen);
+    if (!wbytes || wlen <= 0) return;
+    const char *text = r->calls.data ? r->calls.data : "";
+    int candidate;
+    if (lex->in_string) {
+        char path[260];
+        nd_range_path(text, r->calls.len, path, sizeof path);
+        candidate = nd_range_closed_string(s->tools, path);
+    } else {
+        candidate = nd_range_refused(lex, text, r->calls.len, wbytes, (size_t)wlen, got, got_len > 0 ? (size_t)got_len : 0);
+    }
+    if (!candidate) return;
+    if (want_ok == -2) want_ok = if_accepted(s, gs, want);
+    if (want_ok < 0) r->bent_at = (long)r->calls.len;
 }
 
 /* The item guard (repeat_guard.h): when the call list has just repeated an
@@ -144,6 +172,7 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
     double t0 = nd_now_seconds();
     int32_t hist[ND_REPEAT_HISTORY]; /* the latest call-list ids, for the loop guard */
     int hn = 0;
+    nd_json_lexpos lex = {0, 0}; /* inside a string of the call list or not, for the range guard */
     while (phase != PH_DONE) {
         /* the closers after a complete call list are protocol, not budget */
         if (phase != PH_CLOSE && r->generated >= max_new) {
@@ -167,10 +196,12 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
             } else { /* PH_JSON */
                 double tm = nd_now_seconds();
                 int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
+                int want = nd_sampler_best(&s->sampler, s->logits, NULL); /* the model's own best token */
+                int want_ok = -2; /* -2: not probed yet; else if_accepted's answer */
                 /* greedy fast path: when the unmasked best token is one the
                  * grammar accepts, it is also the masked best (same lowest-id
                  * tie rule), and no mask is needed */
-                tok = s->sampler.temperature <= 0.0f ? greedy_if_accepted(s, &gs) : -1;
+                tok = s->sampler.temperature <= 0.0f ? (want_ok = if_accepted(s, &gs, want)) : -1;
                 if (tok >= 0 && tok == ban) tok = -1;
                 if (tok < 0) {
                     const uint32_t *mask = nd_mask_cache_get(s->masks, &gs);
@@ -192,12 +223,15 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
                 }
                 int len = 0;
                 const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
+                if (tok != want && want != ban && r->bent_at < 0 && want >= 0) /* did the schema bend a value? */
+                    note_bent_value(s, &gs, &lex, r, want, want_ok, bytes, len);
                 if (nd_grammar_advance(s->grammar, &gs, bytes, (size_t)len) != 0) {
                     r->fail_code = NEEDLE_EFORMAT;
                     snprintf(r->fail_msg, sizeof r->fail_msg, "the grammar refused token %d it had allowed", tok);
                     break;
                 }
                 nd_buf_append(&r->calls, bytes, (size_t)len);
+                nd_json_lexpos_feed(&lex, bytes, (size_t)len);
                 if (hn == ND_REPEAT_HISTORY) memmove(hist, hist + 1, sizeof(int32_t) * --hn);
                 hist[hn++] = tok;
                 r->logp_sum += nd_log_softmax_at(s->logits, m->vocab, tok);

@@ -27,6 +27,7 @@ typedef struct nd_turn_result {
     int generated;
     int loop_breaks; /* steps where the repeat guard banned a looping token */
     int repeat_cuts; /* call lists ended at a repeated array item or call */
+    long bent_at;    /* offset in calls where the schema first bent a value the model wanted (range_guard.h); -1: never */
     double t_decode, t_mask;
 } nd_turn_result;
 

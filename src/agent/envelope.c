@@ -91,7 +91,10 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     put_number(out, e->peak_ram_mb);
     nd_buf_puts(out, ",\"validation\":{\"ungrounded\":");
     write_json_array(out, e->ungrounded);
-    nd_buf_puts(out, e->negation ? ",\"negation\":true}" : ",\"negation\":false}");
+    nd_buf_puts(out, e->negation ? ",\"negation\":true" : ",\"negation\":false");
+    nd_buf_puts(out, ",\"out_of_schema\":");
+    write_json_array(out, e->out_of_schema);
+    nd_buf_putc(out, '}');
     nd_buf_puts(out, ",\"suppressed_calls\":");
     write_json_array(out, e->suppressed_calls);
     nd_buf_putc(out, '}');

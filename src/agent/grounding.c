@@ -20,6 +20,7 @@ typedef struct heard {
     int n_words;
     double *nums;   /* every number said, in digits or words */
     int n_nums, cap_nums;
+    int implicit_one; /* the index of the 1 that goes without saying (not said) */
     int oom;
 } heard;
 
@@ -115,6 +116,7 @@ static void read_numbers(heard *h)
         }
         i = j;
     }
+    h->implicit_one = h->n_nums;
     add_num(h, 1); /* "a", "an", "one" go without saying */
     double cur = -1, total = 0;
     for (int i = 0; i <= h->n_words; i++) {
@@ -201,12 +203,12 @@ static const char *const TIME_WORDS[] = {"hour", "hr", "minute", "min", "second"
 static const char *const METRIC_WORDS[] = {"litre", "liter", "l", "kilo", "kilogram", "kg", "kilometre", "kilometer",
                                            "km", "gram", "metre", "meter", NULL};
 
-/* True when "a", "an" or "one" comes right before one of units ("an hour",
- * "a litre"): only then does the one convert by that unit. */
+/* True when "a", "an", "one" or "1" comes right before one of units ("an
+ * hour", "a litre", "1 L"): only then does the one convert by that unit. */
 static int one_before(const heard *h, const char *const *units)
 {
     for (int i = 0; i + 1 < h->n_words; i++) {
-        if (!word_is(h, i, "a") && !word_is(h, i, "an") && !word_is(h, i, "one")) continue;
+        if (!word_is(h, i, "a") && !word_is(h, i, "an") && !word_is(h, i, "one") && !word_is(h, i, "1")) continue;
         for (const char *const *u = units; *u; u++) {
             size_t n = strlen(*u), L = h->words[i + 1].len;
             const char *x = h->low + h->words[i + 1].at;
@@ -450,24 +452,65 @@ static int date_grounded(const heard *h, const char *system, const char *v, long
 
 typedef struct walker {
     const heard *h;
+    const heard *req; /* the latest request alone, or NULL */
     const char *system;
     nd_grounding *g;
 } walker;
 
-static void flag(walker *w, const char *path)
+/* Add path to the JSON array being built in b (count *n), each path once. */
+static void add_path(nd_buf *b, int *n, const char *path)
 {
-    /* each path once */
-    nd_buf *b = &w->g->ungrounded;
     nd_buf q;
     nd_buf_init(&q);
     nd_json_write_string(&q, path, strlen(path), 0);
     int seen = q.data && b->data && strstr(b->data, q.data) != NULL;
     if (!seen) {
-        nd_buf_putc(b, w->g->n_ungrounded ? ',' : '[');
+        nd_buf_putc(b, *n ? ',' : '[');
         nd_buf_append(b, q.data ? q.data : "", q.len);
-        w->g->n_ungrounded++;
+        (*n)++;
     }
+    if (q.oom) b->oom = 1;
     nd_buf_free(&q);
+}
+
+static void flag(walker *w, const char *path) { add_path(&w->g->ungrounded, &w->g->n_ungrounded, path); }
+
+/* A number bound of the schema ("minimum", "exclusiveMaximum", ...), if any. */
+static int bound(const nd_json *schema, const char *key, double *v)
+{
+    const nd_json *b = schema ? nd_json_get(schema, key) : NULL;
+    if (!b || b->type != ND_JSON_NUMBER) return 0;
+    *v = b->num;
+    return 1;
+}
+
+static int outside(const nd_json *schema, double v)
+{
+    double b;
+    return (bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
+           (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b);
+}
+
+/* Does the request say a number outside the schema's bounds?  Numbers in
+ * digits or words as the grounding check reads them (not the 1 that goes
+ * without saying), and negative ones: "-10" (a '-' that starts a word) or
+ * "minus 10". */
+static int said_outside(const heard *r, const nd_json *schema)
+{
+    for (int i = 0; i < r->n_nums; i++)
+        if (i != r->implicit_one && outside(schema, r->nums[i])) return 1;
+    const char *t = r->low;
+    for (size_t i = 0; i + 1 < r->len; i++) {
+        int sign = t[i] == '-' && isdigit((unsigned char)t[i + 1]) && (i == 0 || !word_byte((unsigned char)t[i - 1]));
+        size_t j = i + 1;
+        if (!sign && !strncmp(t + i, "minus ", 6) && (i == 0 || !word_byte((unsigned char)t[i - 1])) &&
+            i + 6 < r->len && isdigit((unsigned char)t[i + 6])) {
+            sign = 1;
+            j = i + 6;
+        }
+        if (sign && outside(schema, -strtod(t + j, NULL))) return 1;
+    }
+    return 0;
 }
 
 static void walk(walker *w, const nd_json *v, const nd_json *schema, const char *path)
@@ -475,7 +518,13 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
     if (schema && (nd_json_get(schema, "enum") || nd_json_get(schema, "const"))) return; /* a choice, not a copy */
     switch (v->type) {
     case ND_JSON_NUMBER:
-        if (!said_number(w->h, v->num) && !named_by_schema(w->h, v->num, schema)) flag(w, path);
+        if (!said_number(w->h, v->num) && !named_by_schema(w->h, v->num, schema)) {
+            flag(w, path);
+            /* a value not said, where the request says one the schema refuses: the
+             * user asked for something outside the schema ("150%" -> 15) */
+            if (w->req && said_outside(w->req, schema))
+                add_path(&w->g->out_of_schema, &w->g->n_out_of_schema, path);
+        }
         break;
     case ND_JSON_STRING: {
         long y;
@@ -558,8 +607,9 @@ static const char *const NEGATORS[] = {"don't", "dont", "do not", "doesn't need"
                                        "forget that", "scratch that", "actually no", "actually, no", "hold off",
                                        "not necessary", "won't need", "shouldn't", "should not", "no thanks",
                                        "no, thanks", "not needed"};
-/* words after "don't" that keep the request positive: "don't forget to ..." */
-static const char *const KEEPERS[] = {"forget", "let me forget", "let me miss", "hesitate", "worry"};
+/* words after "don't" that keep the request positive: "don't forget to ...",
+ * "..., if you don't mind" */
+static const char *const KEEPERS[] = {"forget", "let me forget", "let me miss", "hesitate", "worry", "mind"};
 
 int nd_request_negates(const char *request, const nd_json *calls)
 {
@@ -594,13 +644,18 @@ int nd_request_negates(const char *request, const nd_json *calls)
 /* ------------------------------------------------------------------ the check */
 
 int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *heard_text, const char *request,
-                       const char *system, nd_grounding *g)
+                       const char *system, const char *bent, nd_grounding *g)
 {
     memset(g, 0, sizeof *g);
     nd_buf_init(&g->ungrounded);
-    heard h;
+    nd_buf_init(&g->out_of_schema);
+    heard h, req;
+    memset(&req, 0, sizeof req);
     int rc = heard_init(&h, heard_text, request, system);
-    walker w = {&h, system, g};
+    if (!rc && request) rc = heard_init(&req, request, NULL, NULL);
+    walker w = {&h, request ? &req : NULL, system, g};
+    if (bent && calls && calls->type == ND_JSON_ARRAY && calls->count > 0)
+        add_path(&g->out_of_schema, &g->n_out_of_schema, bent);
     for (size_t i = 0; !rc && calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {
         const nd_json *c = &calls->items[i], *name = nd_json_get(c, "name"), *args = nd_json_get(c, "arguments");
         if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
@@ -608,10 +663,12 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
     }
     if (!rc) {
         nd_buf_puts(&g->ungrounded, g->n_ungrounded ? "]" : "[]");
+        nd_buf_puts(&g->out_of_schema, g->n_out_of_schema ? "]" : "[]");
         g->negation = nd_request_negates(request, calls);
-        if (g->ungrounded.oom) rc = NEEDLE_ENOMEM;
+        if (g->ungrounded.oom || g->out_of_schema.oom) rc = NEEDLE_ENOMEM;
     }
     heard_free(&h);
+    heard_free(&req);
     return rc;
 }
 
@@ -619,5 +676,6 @@ void nd_grounding_free(nd_grounding *g)
 {
     if (!g) return;
     nd_buf_free(&g->ungrounded);
+    nd_buf_free(&g->out_of_schema);
     memset(g, 0, sizeof *g);
 }

@@ -19,6 +19,12 @@
  *               days, a weekday name, "the 14th").  Booleans and values the
  *               schema restricts to an enum are choices, not copies: never
  *               flagged.
+ *   out_of_schema  "tool.path" of every ungrounded number whose schema bounds
+ *               (minimum, maximum, exclusive ones) refuse a number the latest
+ *               request says (digits, words, "-10", "minus 10"): the user
+ *               asked for a value outside the schema and the model wrote
+ *               another one ("150% brightness" -> 15).  The implicit "one"
+ *               is not a number said here.
  *   negation    the latest request negates the action ("don't ...", "do
  *               not", "no need to", "never mind", "actually no", ...), except
  *               "don't forget" and negations inside a generated string value
@@ -36,17 +42,21 @@
 typedef struct nd_grounding {
     nd_buf ungrounded; /* the "tool.path" strings as a compact JSON array ("[...]") */
     int n_ungrounded;
+    nd_buf out_of_schema; /* the ungrounded numbers whose request says a value outside their schema */
+    int n_out_of_schema;
     int negation;
 } nd_grounding;
 
 /* Check calls (a JSON array of {name, arguments}) against what was said:
  * `heard` (the conversation's user texts and tool results, any separator),
  * `request` (the latest user text, for negation; may be NULL), `system` (may
- * be NULL) and the declared tools (for enums; may be NULL).  g is
+ * be NULL) and the declared tools (for enums and bounds; may be NULL); `bent`
+ * is the "tool.key" whose value the decoder saw the schema bend
+ * (range_guard.h), listed first in out_of_schema, or NULL.  g is
  * initialised here; free it with nd_grounding_free.  Returns 0, or
  * NEEDLE_ENOMEM. */
 int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *heard, const char *request,
-                       const char *system, nd_grounding *g);
+                       const char *system, const char *bent, nd_grounding *g);
 void nd_grounding_free(nd_grounding *g);
 
 /* The negation test alone (calls may be NULL). */

@@ -41,7 +41,7 @@ void nd_sampler_reseed(nd_sampler *s, uint64_t seed) { nd_rng_seed(&s->rng, seed
 
 static int allowed_at(const uint32_t *allowed, int id) { return !allowed || nd_mask_test(allowed, id); }
 
-static int pick_greedy(const nd_sampler *s, const float *logits, const uint32_t *allowed)
+int nd_sampler_best(const nd_sampler *s, const float *logits, const uint32_t *allowed)
 {
     int best = -1;
     float bv = -INFINITY;
@@ -69,8 +69,8 @@ static int by_prob_desc(const void *a, const void *b)
 
 int nd_sampler_pick(nd_sampler *s, const float *logits, const uint32_t *allowed)
 {
-    if (s->temperature <= 0.0f || !s->prob) return pick_greedy(s, logits, allowed);
-    int best = pick_greedy(s, logits, allowed);
+    if (s->temperature <= 0.0f || !s->prob) return nd_sampler_best(s, logits, allowed);
+    int best = nd_sampler_best(s, logits, allowed);
     if (best < 0) return -1;
     float mx = logits[best];
     /* softmax over the allowed tokens, at the temperature */

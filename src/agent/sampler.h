@@ -37,6 +37,10 @@ static inline size_t nd_mask_words(int n) { return ((size_t)n + 31) / 32; }
  * logit is NaN/-inf).  allowed == NULL allows every token. */
 int nd_sampler_pick(nd_sampler *s, const float *logits, const uint32_t *allowed);
 
+/* The greedy choice whatever the temperature: the highest finite logit among
+ * the allowed tokens, lowest id on ties; -1 when there is none. */
+int nd_sampler_best(const nd_sampler *s, const float *logits, const uint32_t *allowed);
+
 /* log softmax(logits)[id] over all n logits (the unmasked distribution). */
 double nd_log_softmax_at(const float *logits, int n, int id);
 

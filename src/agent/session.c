@@ -11,6 +11,7 @@
 #include "agent/decode_loop.h"
 #include "agent/envelope.h"
 #include "agent/grounding.h"
+#include "agent/range_guard.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -525,6 +526,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
 
     nd_turn_result r;
     memset(&r, 0, sizeof r);
+    r.bent_at = -1;
     nd_buf_init(&r.reasoning);
     nd_buf_init(&r.calls);
     rc = nd_decode_turn(s, max_new, &cells_ok, &r, err);
@@ -601,8 +603,12 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         needle_error perr;
         if (nd_json_parse(r.calls.data ? r.calls.data : "[]", r.calls.len, NULL, &calls, &perr) == 0) {
             nd_grounding_free(&g);
+            char bent[260] = ""; /* the argument whose value the schema bent while decoding (range_guard.h) */
+            /* (a repeat cut may have removed the bent value with the repeat) */
+            if (r.bent_at >= 0 && (size_t)r.bent_at < r.calls.len)
+                nd_range_path(r.calls.data, (size_t)r.bent_at, bent, sizeof bent);
             if (nd_grounding_check(calls, s->tools, s->heard.data, kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request,
-                                   s->system, &g)) {
+                                   s->system, bent[0] ? bent : NULL, &g)) {
                 nd_json_free(calls);
                 nd_buf_free(&r.reasoning);
                 nd_buf_free(&r.calls);
@@ -612,6 +618,15 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             int flagged = calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation);
             /* a call the checks doubt is less likely right, whatever the token probabilities say */
             if (flagged && !isnan(confidence)) confidence *= 0.5;
+            /* a request that says not to act, or a value outside the schema (the
+             * decoder saw the schema bend it, or the checks found a number not said
+             * where the request says one the schema refuses): the behaviour contract
+             * answers both with no call, in every session; the calls stay in the
+             * envelope's suppressed_calls */
+            if ((g.negation || g.n_out_of_schema) && calls->type == ND_JSON_ARRAY && calls->count > 0) {
+                suppressed = r.calls.data;
+                r.calls.len = 0;
+            }
             if (s->strict && flagged) {
                 suppressed = r.calls.data;
                 r.calls.len = 0; /* the envelope says [] */
@@ -645,6 +660,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .peak_ram_mb = nd_peak_ram_mb(),
         .ungrounded = g.ungrounded.data,
         .negation = g.negation,
+        .out_of_schema = g.out_of_schema.data,
         .suppressed_calls = suppressed,
     };
     s->last_mask_seconds = r.t_mask;

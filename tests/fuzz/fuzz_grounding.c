@@ -1,0 +1,77 @@
+/* fuzz_grounding.c - libFuzzer harness for the grounding checks
+ * (agent/grounding.c) and the range guard's recogniser (agent/range_guard.c).
+ *
+ * The input is split at its first NUL byte: the request text (untrusted user
+ * text) and a call list.  Properties: nothing crashes or leaks; every list the
+ * checks write is a JSON array of strings; a path reported out of range is
+ * also reported ungrounded; the recogniser and the path finder accept any
+ * text and any token bytes. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/grounding.h"
+#include "agent/range_guard.h"
+#include "core/json.h"
+
+static const char *TOOLS =
+    "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},"
+    "\"brightness\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100},\"days\":{\"type\":\"array\",\"items\":"
+    "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":7}},\"at\":{\"type\":\"string\"}}}}]";
+
+static void check_string_array(const nd_buf *b)
+{
+    nd_json *v = NULL;
+    needle_error err;
+    if (!b->data || nd_json_parse(b->data, b->len, NULL, &v, &err) != 0 || v->type != ND_JSON_ARRAY) abort();
+    for (size_t i = 0; i < v->count; i++)
+        if (v->items[i].type != ND_JSON_STRING) abort();
+    nd_json_free(v);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text) return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    size_t req_len = strlen(text);
+    const char *calls_text = req_len < size ? text + req_len + 1 : "[]";
+    size_t calls_len = strlen(calls_text);
+
+    /* the recogniser on the call text and two pieces of the request as tokens */
+    nd_json_lexpos p = {0, 0};
+    nd_json_lexpos_feed(&p, calls_text, calls_len);
+    size_t half = req_len / 2;
+    (void)nd_range_refused(&p, calls_text, calls_len, text, half, text + half, req_len - half);
+    char path[64];
+    nd_range_path(calls_text, calls_len, path, sizeof path);
+    if (strlen(path) >= sizeof path) abort();
+
+    nd_json *tools = NULL, *calls = NULL;
+    needle_error err;
+    if (nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) != 0) abort();
+    (void)nd_range_closed_string(tools, path);
+    /* a bent path as the session passes it: grammar output, so printable here */
+    int printable = 1;
+    for (const char *c = path; *c; c++) printable &= *c >= 0x20 && *c < 0x7f;
+    const char *bent = size > 0 && (data[0] & 1) && printable ? path : NULL;
+    if (nd_json_parse(calls_text, calls_len, NULL, &calls, &err) == 0) {
+        nd_grounding g;
+        if (nd_grounding_check(calls, tools, text, text, "date: 2026-12-06", bent, &g) == 0) {
+            check_string_array(&g.ungrounded);
+            check_string_array(&g.out_of_schema);
+            nd_json *oor = NULL;
+            if (nd_json_parse(g.out_of_schema.data, g.out_of_schema.len, NULL, &oor, &err) != 0) abort();
+            for (size_t i = 0; i < oor->count; i++) /* the bent path, or a kind of ungrounded */
+                if (!(bent && strcmp(oor->items[i].str, bent) == 0) && !strstr(g.ungrounded.data, oor->items[i].str))
+                    abort();
+            nd_json_free(oor);
+        }
+        nd_grounding_free(&g);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    free(text);
+    return 0;
+}
