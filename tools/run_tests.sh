@@ -88,7 +88,7 @@ if [ -z "$NEEDLE_SKIP_PYTHON" ]; then
     elif ! python3 -c 'import pytest' 2>/dev/null; then
         echo "== server tests: pytest not installed, not run (not counted)"
     else
-        files="tests/server/test_limits.py tests/server/test_load.py"
+        files="tests/server/test_limits.py tests/server/test_load.py tests/server/test_strict.py"
         if python3 -c 'import openai' 2>/dev/null; then files="$files tests/server/test_openai_client.py"
         else echo "== server tests: the openai package is not installed (pip install openai): client tests not run (not counted)"; fi
         if python3 -c 'import selenium' 2>/dev/null && [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then

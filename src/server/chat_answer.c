@@ -49,6 +49,15 @@ static void write_needle(nd_buf *b, const turn *t, const answer *a)
     nd_buf_puts(b, ",\"error\":");
     if (t->error) nd_json_write_string(b, t->error, strlen(t->error), 0);
     else nd_buf_puts(b, "null");
+    /* the grounding checks and the calls the session withheld (docs/envelope.md), as the envelope has them */
+    const nd_json *validation = t->env ? nd_json_get(t->env, "validation") : NULL;
+    const nd_json *suppressed = t->env ? nd_json_get(t->env, "suppressed_calls") : NULL;
+    nd_buf_puts(b, ",\"validation\":");
+    if (validation) nd_json_write(b, validation, 0);
+    else nd_buf_puts(b, "null");
+    nd_buf_puts(b, ",\"suppressed_calls\":");
+    if (suppressed) nd_json_write(b, suppressed, 0);
+    else nd_buf_puts(b, "[]");
     nd_buf_printf(b, ",\"tool_choice_unmet\":%s,\"session\":\"%s\",\"router\":", a->unmet ? "true" : "false",
                   a->session);
     nd_buf_puts(b, a->router ? a->router : "null");

@@ -1,5 +1,7 @@
-"""needle's own request field "strict": true withholds calls the grounding checks flag
-(docs/envelope.md): a negated request gets no tool call; a non-boolean is a 400."""
+"""Withheld calls through the server (docs/envelope.md): a negated request gets no tool call in every
+session, and the answer's `needle` object says why (validation) and what was withheld
+(suppressed_calls); needle's own request field "strict": true also withholds calls on values the
+request does not say; a non-boolean is a 400."""
 from conftest import tools_openai
 
 
@@ -13,16 +15,17 @@ def calls_of(body):
     return [c["function"] for c in body["choices"][0]["message"].get("tool_calls") or []]
 
 
-def test_strict_withholds_a_negated_request(server):
+def test_negated_request_withheld_with_or_without_strict(server):
     text = "please don't turn off the kitchen lights"
-    status, _, loose = ask(server, text)
-    assert status == 200
-    status, _, strict = ask(server, text, strict=True)
-    assert status == 200
-    assert calls_of(strict) == []
-    # the same session settings without strict answer as before (the model may call: strict is what withholds)
-    status, _, again = ask(server, text, strict=False)
-    assert status == 200 and calls_of(again) == calls_of(loose)
+    for strict in (False, True):
+        status, _, body = ask(server, text, strict=strict)
+        assert status == 200
+        assert calls_of(body) == []
+        ext = body["needle"]
+        assert ext["validation"]["negation"] is True and ext["type"] == "respond"
+        # the model's call, if it wrote one, is kept for the caller, not executed
+        for c in ext["suppressed_calls"]:
+            assert c["name"] == "set_lights"
     # a plain request is untouched by strict
     status, _, plain = ask(server, "turn off the kitchen lights", strict=True)
     assert status == 200 and [c["name"] for c in calls_of(plain)] == ["set_lights"]
