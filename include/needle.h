@@ -107,9 +107,11 @@ typedef struct needle_session_options {
                                     they go to "suppressed_calls", function_calls is [].  Every session
                                     withholds a negated request and a value outside the schema. */
     int grounded_decoding;       /* free-text argument values (strings whose schema has no enum, const,
-                                    pattern, format or length bounds) may only be copies - non-empty
-                                    substrings, ASCII case ignored - of what the conversation said (user
-                                    texts, tool results) and the system facts: a decode-time constraint.
+                                    pattern, format or length bounds) may only be copies - whole words,
+                                    case as written - of what the conversation said (user texts, tool
+                                    results) and the system facts: a decode-time constraint; a copied
+                                    name is then finished over the capitalised words beside it in the
+                                    request (validation.completed, docs/envelope.md).
                                     1: on, -1: off, 0: the default: NEEDLE_GROUNDED_DECODING_DEFAULT, but
                                     off when strict is set (strict withholds calls with ungrounded values,
                                     which copying makes rare).  A first turn that runs out of tokens under

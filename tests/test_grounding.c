@@ -285,22 +285,24 @@ static void test_envelope_fields(void)
     e.ungrounded = "[\"a.b\"]";
     e.negation = 1;
     e.out_of_schema = "[\"a.b\"]";
+    e.completed = "[\"a.c\"]";
     e.suppressed_calls = "[{\"name\":\"a\",\"arguments\":{\"b\":1}}]";
     nd_buf b;
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
-    CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true,\"out_of_schema\":[\"a.b\"]},"
-                         "\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
+    CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true,\"out_of_schema\":[\"a.b\"],"
+                         "\"completed\":[\"a.c\"]},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
     nd_buf_free(&b);
     /* nothing given, or text that is not a JSON array: [] (the envelope stays valid JSON) */
     e.ungrounded = NULL;
     e.negation = 0;
     e.out_of_schema = "[1,";
+    e.completed = NULL;
     e.suppressed_calls = "{oops";
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
-    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[]},\"suppressed_calls\":[]}") !=
-          NULL);
+    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],\"completed\":[]},"
+                         "\"suppressed_calls\":[]}") != NULL);
     nd_buf_free(&b);
 }
 
@@ -335,7 +337,8 @@ static void test_sessions_withhold_negated_requests(void)
         needle_free(env);
         env = NULL;
         CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
-        CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[]}"));
+        CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],"
+                                 "\"completed\":[]}"));
         CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
         needle_free(env);
         needle_session_close(s);

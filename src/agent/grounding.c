@@ -569,7 +569,7 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
     }
 }
 
-static const nd_json *tool_params(const nd_json *tools, const char *name)
+const nd_json *nd_tool_parameters(const nd_json *tools, const char *name)
 {
     if (!tools || tools->type != ND_JSON_ARRAY) return NULL;
     for (size_t i = 0; i < tools->count; i++) {
@@ -659,7 +659,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
     for (size_t i = 0; !rc && calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {
         const nd_json *c = &calls->items[i], *name = nd_json_get(c, "name"), *args = nd_json_get(c, "arguments");
         if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
-        walk(&w, args, tool_params(tools, name->str), name->str);
+        walk(&w, args, nd_tool_parameters(tools, name->str), name->str);
     }
     if (!rc) {
         nd_buf_puts(&g->ungrounded, g->n_ungrounded ? "]" : "[]");

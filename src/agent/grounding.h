@@ -59,6 +59,10 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
                        const char *system, const char *bent, nd_grounding *g);
 void nd_grounding_free(nd_grounding *g);
 
+/* The "parameters" schema of the declared tool `name` (plain or in the
+ * OpenAI wrapper {"type":"function","function":{...}}), or NULL. */
+const nd_json *nd_tool_parameters(const nd_json *tools, const char *name);
+
 /* The negation test alone (calls may be NULL). */
 int nd_request_negates(const char *request, const nd_json *calls);
 

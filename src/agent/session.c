@@ -11,6 +11,7 @@
 #include "agent/decode_loop.h"
 #include "agent/envelope.h"
 #include "agent/grounding.h"
+#include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "core/error.h"
 #include "core/utf8.h"
@@ -597,22 +598,42 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_grounding g;
     memset(&g, 0, sizeof g);
     nd_buf_init(&g.ungrounded);
+    nd_buf completed; /* the arguments whose names were finished from the request */
+    nd_buf_init(&completed);
     const char *suppressed = NULL;
     if (!r.fail_code) {
         nd_json *calls = NULL;
         needle_error perr;
         if (nd_json_parse(r.calls.data ? r.calls.data : "[]", r.calls.len, NULL, &calls, &perr) == 0) {
-            nd_grounding_free(&g);
             char bent[260] = ""; /* the argument whose value the schema bent while decoding (range_guard.h) */
-            /* (a repeat cut may have removed the bent value with the repeat) */
+            /* (a repeat cut may have removed the bent value with the repeat; read
+             * before the names below change the text's offsets) */
             if (r.bent_at >= 0 && (size_t)r.bent_at < r.calls.len)
                 nd_range_path(r.calls.data, (size_t)r.bent_at, bent, sizeof bent);
+            /* a name copied in part is finished from the request (name_span.h);
+             * only where copying held the values to the request's words */
+            if (s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0) {
+                int widened = nd_complete_names(calls, s->tools, s->last_request, &completed);
+                if (widened > 0) {
+                    r.calls.len = 0;
+                    nd_json_write(&r.calls, calls, nd_chat_json_ascii(s->model->layout));
+                }
+                if (widened < 0 || r.calls.oom) {
+                    nd_json_free(calls);
+                    nd_buf_free(&r.reasoning);
+                    nd_buf_free(&r.calls);
+                    nd_buf_free(&completed);
+                    return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory finishing names");
+                }
+            }
+            nd_grounding_free(&g);
             if (nd_grounding_check(calls, s->tools, s->heard.data, kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request,
                                    s->system, bent[0] ? bent : NULL, &g)) {
                 nd_json_free(calls);
                 nd_buf_free(&r.reasoning);
                 nd_buf_free(&r.calls);
                 nd_grounding_free(&g);
+                nd_buf_free(&completed);
                 return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory in the grounding checks");
             }
             int flagged = calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation);
@@ -661,6 +682,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .ungrounded = g.ungrounded.data,
         .negation = g.negation,
         .out_of_schema = g.out_of_schema.data,
+        .completed = completed.data,
         .suppressed_calls = suppressed,
     };
     s->last_mask_seconds = r.t_mask;
@@ -673,6 +695,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&out);
     nd_envelope_write(&out, &env);
     nd_grounding_free(&g);
+    nd_buf_free(&completed);
     nd_buf_free(&r.reasoning);
     nd_buf_free(&r.calls);
     if (out.oom) {

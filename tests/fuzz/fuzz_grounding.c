@@ -1,16 +1,19 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
- * (agent/grounding.c) and the range guard's recogniser (agent/range_guard.c).
+ * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
+ * the name finisher (agent/name_span.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
  * checks write is a JSON array of strings; a path reported out of range is
  * also reported ungrounded; the recogniser and the path finder accept any
- * text and any token bytes. */
+ * text and any token bytes; a finished name is a piece of the request that
+ * holds the value it replaced, and the calls stay valid JSON. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/grounding.h"
+#include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "core/json.h"
 
@@ -27,6 +30,43 @@ static void check_string_array(const nd_buf *b)
     for (size_t i = 0; i < v->count; i++)
         if (v->items[i].type != ND_JSON_STRING) abort();
     nd_json_free(v);
+}
+
+/* Finish the names of calls (a parsed copy is kept to compare): every
+ * changed string of a call's arguments is a piece of the request holding
+ * the value it replaced; the paths are a JSON array of strings. */
+static void check_names(const nd_json *calls, const nd_json *tools, const char *request)
+{
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_json_write(&b, calls, 0);
+    nd_json *wide = NULL;
+    needle_error err;
+    if (b.oom || nd_json_parse(b.data, b.len, NULL, &wide, &err) != 0) abort();
+    nd_buf paths;
+    nd_buf_init(&paths);
+    int n = nd_complete_names(wide, tools, request, &paths);
+    if (n < 0) abort();
+    check_string_array(&paths);
+    nd_buf_free(&paths);
+    int changed = 0;
+    for (size_t c = 0; wide->type == ND_JSON_ARRAY && c < wide->count; c++) {
+        const nd_json *a0 = nd_json_get(&calls->items[c], "arguments"), *a1 = nd_json_get(&wide->items[c], "arguments");
+        for (size_t k = 0; a0 && a1 && a1->type == ND_JSON_OBJECT && k < a1->count; k++) {
+            const nd_json *v0 = &a0->items[k], *v1 = &a1->items[k];
+            if (v1->type != ND_JSON_STRING || (v0->len == v1->len && !memcmp(v0->str, v1->str, v0->len))) continue;
+            changed++;
+            if (!strstr(request, v1->str) || !strstr(v1->str, v0->str)) abort();
+        }
+    }
+    if (changed > n) abort();
+    nd_buf_reset(&b);
+    nd_json_write(&b, wide, 0);
+    nd_json *again = NULL;
+    if (b.oom || nd_json_parse(b.data, b.len, NULL, &again, &err) != 0) abort();
+    nd_json_free(again);
+    nd_json_free(wide);
+    nd_buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -69,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nd_json_free(oor);
         }
         nd_grounding_free(&g);
+        check_names(calls, tools, text);
     }
     nd_json_free(calls);
     nd_json_free(tools);

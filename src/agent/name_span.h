@@ -1,0 +1,47 @@
+/* name_span.h - finish a name the model copied only part of.
+ *
+ * With grounded decoding (copy_source.h) a free string value is a copy of
+ * whole words of the request, but the small model often stops a word early
+ * or starts a word late: "call Dmitri Volkov" -> name "Dmitri", "text
+ * Thandiwe Mokoena ..." -> recipient "Mokoena", "see you at Sundin Airport"
+ * -> text "see you at Sundin".  A name written with capitals is one unit in
+ * English text, so a copied value whose first or last word is capitalised is
+ * widened over the capitalised words right beside it in the request:
+ *
+ *   - only free string arguments (type string with no enum, const, pattern,
+ *     format or length bounds), top level or items of an array of them;
+ *   - only values found in the latest request, starting and ending at word
+ *     edges (the first place they occur);
+ *   - a word joins when it starts with an upper-case letter and is not a
+ *     function word ("To", "And", "Then", "I", ...), a weekday or a month;
+ *   - never across punctuation that ends a clause (, . ; : ! ?), a quotation
+ *     mark, or "&"; never onto the request's first word or the first word of
+ *     a sentence (capitalised for another reason);
+ *   - at most ND_NAME_SPAN_MAX_WORDS words are added on each side.
+ *
+ * Lower-case requests are left alone.  The KV cache keeps the tokens as the
+ * model wrote them (as for a repeat cut): a follow-up turn sees the shorter
+ * value in the model's own earlier answer. */
+#ifndef ND_NAME_SPAN_H
+#define ND_NAME_SPAN_H
+
+#include "core/buf.h"
+#include "core/json.h"
+
+#define ND_NAME_SPAN_MAX_WORDS 4
+
+/* Widen the free string values of `calls` (a JSON array of {name, arguments};
+ * modified in place) as described above.  `tools` is the declared tools array
+ * (plain or OpenAI-wrapped declarations; NULL: nothing is widened).  The
+ * widened arguments' "tool.key" are written to `paths` (an initialised
+ * buffer) as a compact JSON array, "[]" when none.  Returns the number of
+ * arguments widened, or -1 when out of memory (a value whose widened copy
+ * could not be allocated is left as it was). */
+int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths);
+
+/* The widening of one value (tests): the widened text of value[0..len) as
+ * found in request, in a malloc'd string, or NULL when nothing changes (or
+ * out of memory). */
+char *nd_name_span_widen(const char *request, const char *value, size_t len);
+
+#endif

@@ -1,0 +1,190 @@
+/* test_name_span.c - finishing a name the model copied in part
+ * (src/agent/name_span.h): the widening rule on request/value pairs (names
+ * on either side, non-ASCII capitals, what stops it: lower case, function
+ * words, days, sentence starts, clause punctuation, quotes, "&", the word
+ * limit), the call walk (free strings only, arrays of them, the paths
+ * reported), and the envelope of the bundled model through the public API
+ * with copying on and off. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/name_span.h"
+#include "check.h"
+#include "core/json.h"
+#include "needle.h"
+
+#define BUNDLED_MODEL "models/needle-default.cact"
+
+/* The widened value, or "" when nothing changes. */
+static const char *widen(const char *request, const char *value)
+{
+    static char out[256];
+    char *w = nd_name_span_widen(request, value, strlen(value));
+    snprintf(out, sizeof out, "%s", w ? w : "");
+    free(w);
+    return out;
+}
+
+#define WIDENS(req, val, want) CHECKF(strcmp(widen(req, val), want) == 0, "%s | %s -> \"%s\"", req, val, widen(req, val))
+#define KEEPS(req, val) WIDENS(req, val, "")
+
+static void test_names_widen_on_both_sides(void)
+{
+    WIDENS("call Dmitri Volkov", "Dmitri", "Dmitri Volkov");
+    WIDENS("text Thandiwe Mokoena 'the vet said Biscuit is fine'", "Mokoena", "Thandiwe Mokoena");
+    WIDENS("could you send a text to Barbro - see you at Sundin Airport asap", "see you at Sundin",
+           "see you at Sundin Airport");
+    WIDENS("alright, change an alarm named Little Harbor, at 8:00", "Little", "Little Harbor");
+    WIDENS("weather for American Samoa asap", "Samoa", "American Samoa");
+    WIDENS("please call Mary Jane Watson Parker now", "Jane", "Mary Jane Watson Parker");
+    /* capitals beyond ASCII */
+    WIDENS("message Terézia Petruška with the text thanks", "Petruška", "Terézia Petruška");
+    WIDENS("call Ó Grialais now", "Grialais", "Ó Grialais");
+    WIDENS("позвони Ивану Петрову", "Ивану", "Ивану Петрову");
+    /* at most ND_NAME_SPAN_MAX_WORDS words on a side */
+    WIDENS("call Xa Xb Xc Xd Xe Xf", "Xa", "Xa Xb Xc Xd Xe");
+}
+
+static void test_what_stops_a_name(void)
+{
+    KEEPS("Give me cyan lighting in the games room", "games"); /* lower case says nothing */
+    KEEPS("call Dmitri Volkov", "Dmitri Volkov");              /* already whole */
+    KEEPS("so To Eritrea, get directions", "Eritrea");         /* a function word */
+    KEEPS("call Maria Monday", "Maria");                       /* a day */
+    KEEPS("remind Maria in March", "Maria");
+    KEEPS("Dmitri Volkov needs a lift", "Volkov");             /* the request's first word */
+    KEEPS("Thanks. Maria Lopez asked for you", "Lopez");       /* a sentence's first word */
+    KEEPS("hi: Maria Lopez asked", "Lopez");
+    KEEPS("message Farida, Casablanca is hot", "Farida");      /* a comma between */
+    KEEPS("text Anna \"Happy Birthday\"", "Anna");             /* a quotation starts */
+    KEEPS("call Gerda & Jorge", "Gerda");                      /* "&" is not a name */
+    WIDENS("Phone Gerda Grinius & Jorge Walker", "Grinius", "Gerda Grinius");
+    KEEPS("navigate to Okonkwo's Pharmacy", "Okonkwo");        /* not at a word's edge */
+    KEEPS("call Dmitri Volkov", "Boris");                      /* not in the request */
+    KEEPS("call Dmitri Volkov", "mitri");
+    KEEPS("call Anna I think", "Anna");                        /* "I" */
+    KEEPS("", "x");
+    CHECK(nd_name_span_widen(NULL, "x", 1) == NULL && nd_name_span_widen("call X Y", "X", 0) == NULL);
+}
+
+static const char *TOOLS =
+    "[{\"name\":\"send_message\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"recipient\":{\"type\":\"string\"},\"text\":{\"type\":\"string\"},"
+    "\"channel\":{\"type\":\"string\",\"enum\":[\"Volkov\",\"sms\"]},"
+    "\"code\":{\"type\":\"string\",\"maxLength\":20},"
+    "\"cc\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}}]";
+
+static void test_calls_widen_free_strings_only(void)
+{
+    needle_error err;
+    nd_json *tools = NULL, *calls = NULL;
+    CHECK(nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0);
+    const char *req = "text Dmitri Volkov and cc Anna Berg, the code is Sky Blue";
+    const char *c = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Dmitri\",\"channel\":\"Volkov\","
+                    "\"code\":\"Sky\",\"cc\":[\"Berg\",\"Dmitri Volkov\"]}},"
+                    "{\"name\":\"undeclared\",\"arguments\":{\"recipient\":\"Dmitri\"}}]";
+    CHECK(nd_json_parse(c, strlen(c), NULL, &calls, &err) == 0);
+    nd_buf paths;
+    nd_buf_init(&paths);
+    int n = nd_complete_names(calls, tools, req, &paths);
+    CHECKF(n == 2, "widened %d", n);
+    CHECKF(paths.data && strcmp(paths.data, "[\"send_message.recipient\",\"send_message.cc\"]") == 0, "paths %s",
+           paths.data ? paths.data : "(null)");
+    nd_buf out;
+    nd_buf_init(&out);
+    nd_json_write(&out, calls, 0);
+    const char *want = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Dmitri Volkov\",\"channel\":\"Volkov\","
+                       "\"code\":\"Sky\",\"cc\":[\"Anna Berg\",\"Dmitri Volkov\"]}},"
+                       "{\"name\":\"undeclared\",\"arguments\":{\"recipient\":\"Dmitri\"}}]";
+    CHECKF(out.data && strcmp(out.data, want) == 0, "calls %s", out.data ? out.data : "(null)");
+    nd_buf_free(&out);
+    nd_buf_reset(&paths);
+    /* nothing to widen: the paths are an empty list */
+    CHECK(nd_complete_names(calls, tools, req, &paths) == 0 && paths.data && strcmp(paths.data, "[]") == 0);
+    nd_buf_free(&paths);
+    nd_json_free(calls);
+    nd_json_free(tools);
+}
+
+/* Declarations in the OpenAI wrapper are read the same way. */
+static void test_openai_wrapped_tools(void)
+{
+    const char *t = "[{\"type\":\"function\",\"function\":{\"name\":\"call_contact\",\"parameters\":{"
+                    "\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}}}}}]";
+    const char *c = "[{\"name\":\"call_contact\",\"arguments\":{\"name\":\"Volkov\"}}]";
+    needle_error err;
+    nd_json *tools = NULL, *calls = NULL;
+    CHECK(nd_json_parse(t, strlen(t), NULL, &tools, &err) == 0 && nd_json_parse(c, strlen(c), NULL, &calls, &err) == 0);
+    nd_buf paths;
+    nd_buf_init(&paths);
+    CHECK(nd_complete_names(calls, tools, "please call Dmitri Volkov", &paths) == 1);
+    const nd_json *args = calls ? nd_json_get(&calls->items[0], "arguments") : NULL;
+    const nd_json *v = args ? nd_json_get(args, "name") : NULL;
+    CHECK(v && strcmp(v->str, "Dmitri Volkov") == 0 && paths.data && strcmp(paths.data, "[\"call_contact.name\"]") == 0);
+    nd_buf_free(&paths);
+    nd_json_free(calls);
+    nd_json_free(tools);
+}
+
+/* The bundled model on a demo tool: the envelope's call and validation.completed. */
+static void send_one(needle_model *m, int grounded, const char **recipient, int *n_completed)
+{
+    static char demo[1 << 16];
+    FILE *f = fopen("models/tools.json", "rb");
+    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
+    if (f) fclose(f);
+    demo[n] = 0;
+    needle_session_options so = {.tools_json = demo, .grounded_decoding = grounded};
+    needle_session *s = NULL;
+    needle_error err = {0};
+    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
+    if (!s) return;
+    char *env = NULL;
+    CHECKF(needle_session_send(s, "text Thandiwe Mokoena 'the vet said Biscuit is fine'", &env, &err) == 0 && env,
+           "send: %s", err.message);
+    nd_json *j = NULL;
+    needle_error perr;
+    if (env && nd_json_parse(env, strlen(env), NULL, &j, &perr) == 0) {
+        const nd_json *fc = nd_json_get(j, "function_calls");
+        const nd_json *args = fc && fc->type == ND_JSON_ARRAY && fc->count == 1 ? nd_json_get(&fc->items[0], "arguments") : NULL;
+        const nd_json *r = args ? nd_json_get(args, "recipient") : NULL;
+        static char rec[128];
+        snprintf(rec, sizeof rec, "%s", r && r->type == ND_JSON_STRING ? r->str : "");
+        *recipient = rec;
+        const nd_json *v = nd_json_get(j, "validation");
+        const nd_json *c = v ? nd_json_get(v, "completed") : NULL;
+        *n_completed = c && c->type == ND_JSON_ARRAY ? (int)c->count : -1;
+    }
+    nd_json_free(j);
+    needle_free(env);
+    needle_session_close(s);
+}
+
+static void test_bundled_model_names_are_finished(void)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECKF(needle_model_open(BUNDLED_MODEL, NULL, &mo, &m, &err) == 0, "open: %s", err.message);
+    if (!m) return;
+    const char *rec = "";
+    int nc = -2;
+    /* copying on (the default): the model writes "Mokoena", the envelope "Thandiwe Mokoena" */
+    send_one(m, 0, &rec, &nc);
+    CHECKF(strcmp(rec, "Thandiwe Mokoena") == 0 && nc == 1, "recipient \"%s\", completed %d", rec, nc);
+    /* copying off: values are the model's own, never widened */
+    send_one(m, -1, &rec, &nc);
+    CHECKF(nc == 0, "completed %d (recipient \"%s\")", nc, rec);
+    needle_model_close(m);
+}
+
+int main(void)
+{
+    RUN(test_names_widen_on_both_sides);
+    RUN(test_what_stops_a_name);
+    RUN(test_calls_widen_free_strings_only);
+    RUN(test_openai_wrapped_tools);
+    RUN(test_bundled_model_names_are_finished);
+    return check_summary();
+}
