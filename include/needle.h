@@ -105,7 +105,8 @@ typedef struct needle_session_options {
     uint64_t seed;               /* sampling seed */
     int strict;                  /* 1: withhold calls with a value the request does not say (ungrounded):
                                     they go to "suppressed_calls", function_calls is [].  Every session
-                                    withholds a negated request and a value outside the schema. */
+                                    withholds a negated request, a value outside the schema and a
+                                    required value filled with a placeholder (docs/envelope.md). */
     int grounded_decoding;       /* free-text argument values (strings whose schema has no enum, const,
                                     pattern, format or length bounds) may only be copies - whole words,
                                     case as written - of what the conversation said (user texts, tool

@@ -177,6 +177,60 @@ static void test_numbers_said_outside_the_schema(void)
     EXPECT_OUT_OF_RANGE("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":5}}]", "timer for 500 minutes", "[]");
 }
 
+/* The missing list for calls under tools PH_TOOLS. */
+static const char *PH_TOOLS =
+    "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},"
+    "\"scene\":{\"type\":\"string\"},\"mode\":{\"type\":\"string\",\"enum\":[\"lights\",\"dim\"]}},"
+    "\"required\":[\"room\",\"mode\"]}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"add_to_playlist\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"track\":{\"type\":\"string\"},\"playlist\":{\"type\":\"string\"}},"
+    "\"required\":[\"track\",\"playlist\"]}}}]";
+
+static char *missing_list(const char *calls_json)
+{
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error e;
+    char *out = NULL;
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &e) == 0 &&
+        nd_json_parse(PH_TOOLS, strlen(PH_TOOLS), NULL, &tools, &e) == 0) {
+        nd_grounding g;
+        if (nd_grounding_check(calls, tools, "whatever was said", "whatever was said", NULL, NULL, &g) == 0)
+            out = strdup(g.missing.data);
+        nd_grounding_free(&g);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define EXPECT_MISSING(calls, want)                                                           \
+    do {                                                                                      \
+        char *got_ = missing_list(calls);                                                     \
+        CHECKF(got_ && !strcmp(got_, want), "%s -> %s, want %s", calls, got_ ? got_ : "(error)", want); \
+        free(got_);                                                                           \
+    } while (0)
+
+static void test_placeholder_values_are_missing(void)
+{
+    /* a word of the tool's name, in any case, plural or not */
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"lights\",\"mode\":\"dim\"}}]", "[\"set_lights.room\"]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"Light\",\"mode\":\"dim\"}}]", "[\"set_lights.room\"]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"set\",\"mode\":\"dim\"}}]", "[\"set_lights.room\"]");
+    /* a real value, several words, an enum (a choice), an optional key: not placeholders */
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"mode\":\"lights\"}}]", "[]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"lights room\",\"mode\":\"dim\"}}]", "[]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"scene\":\"lights\",\"mode\":\"dim\"}}]", "[]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"ligh\",\"mode\":\"dim\"}}]", "[]");
+    /* the same string as another argument (OpenAI-wrapped declaration) */
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Heroes\",\"playlist\":\"Heroes\"}}]",
+                   "[\"add_to_playlist.track\",\"add_to_playlist.playlist\"]");
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Heroes\",\"playlist\":\"Road Trip\"}}]", "[]");
+    /* an optional argument repeating a required one says nothing about the required one */
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"den\",\"scene\":\"den\",\"mode\":\"dim\"}}]", "[]");
+    /* an undeclared tool has no required keys to check */
+    EXPECT_MISSING("[{\"name\":\"undeclared\",\"arguments\":{\"room\":\"undeclared\"}}]", "[]");
+}
+
 static void test_times(void)
 {
     const char *c0730 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\"}}]";
@@ -285,24 +339,26 @@ static void test_envelope_fields(void)
     e.ungrounded = "[\"a.b\"]";
     e.negation = 1;
     e.out_of_schema = "[\"a.b\"]";
+    e.missing = "[\"a.d\"]";
     e.completed = "[\"a.c\"]";
     e.suppressed_calls = "[{\"name\":\"a\",\"arguments\":{\"b\":1}}]";
     nd_buf b;
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
     CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true,\"out_of_schema\":[\"a.b\"],"
-                         "\"completed\":[\"a.c\"]},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
+                         "\"missing\":[\"a.d\"],\"completed\":[\"a.c\"]},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
     nd_buf_free(&b);
     /* nothing given, or text that is not a JSON array: [] (the envelope stays valid JSON) */
     e.ungrounded = NULL;
     e.negation = 0;
     e.out_of_schema = "[1,";
     e.completed = NULL;
+    e.missing = "nope";
     e.suppressed_calls = "{oops";
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
-    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],\"completed\":[]},"
-                         "\"suppressed_calls\":[]}") != NULL);
+    CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],\"missing\":[],"
+                         "\"completed\":[]},\"suppressed_calls\":[]}") != NULL);
     nd_buf_free(&b);
 }
 
@@ -338,11 +394,44 @@ static void test_sessions_withhold_negated_requests(void)
         env = NULL;
         CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
         CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],"
-                                 "\"completed\":[]}"));
+                                 "\"missing\":[],\"completed\":[]}"));
         CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
         needle_free(env);
         needle_session_close(s);
     }
+    needle_model_close(m);
+}
+
+/* End to end on the bundled model: "turn the lights on" names no room, and the
+ * model fills the required room with "lights", its tool's own word; every
+ * session withholds the call and names the argument as missing. */
+static void test_sessions_withhold_placeholders(void)
+{
+    needle_model *m = NULL;
+    needle_error err;
+    needle_model_options mo = {.threads = 1};
+    if (needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err)) {
+        CHECKF(0, "%s", err.message);
+        return;
+    }
+    const char *tools = "[{\"name\":\"set_lights\",\"description\":\"Turn a room's lights on or off\",\"parameters\":{"
+                        "\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},\"on\":{\"type\":"
+                        "\"boolean\"}},\"required\":[\"room\",\"on\"]}}]";
+    needle_session_options so = {.tools_json = tools};
+    needle_session *s = NULL;
+    CHECK(needle_session_open(m, &so, &s, &err) == 0);
+    char *env = NULL;
+    if (s) CHECK(needle_session_send(s, "turn the lights on", &env, &err) == 0);
+    CHECKF(env && strstr(env, "\"function_calls\":[]") && strstr(env, "\"missing\":[\"set_lights.room\"]") &&
+               strstr(env, "\"suppressed_calls\":[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"lights\""),
+           "%s", env ? env : "(none)");
+    needle_free(env);
+    env = NULL;
+    /* a room said: the call stands */
+    if (s) CHECK(needle_session_send(s, "turn the kitchen lights on", &env, &err) == 0);
+    CHECKF(env && strstr(env, "\"missing\":[]") && strstr(env, "\"room\":\"kitchen\""), "%s", env ? env : "(none)");
+    needle_free(env);
+    needle_session_close(s);
     needle_model_close(m);
 }
 
@@ -352,11 +441,13 @@ int main(void)
     RUN(test_numbers_in_digits_words_and_units);
     RUN(test_numbers_named_by_units_and_states);
     RUN(test_numbers_said_outside_the_schema);
+    RUN(test_placeholder_values_are_missing);
     RUN(test_times);
     RUN(test_dates);
     RUN(test_negation);
     RUN(test_repeated_items_and_calls_end_the_list);
     RUN(test_envelope_fields);
     RUN(test_sessions_withhold_negated_requests);
+    RUN(test_sessions_withhold_placeholders);
     return check_summary();
 }

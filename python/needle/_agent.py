@@ -150,7 +150,8 @@ class Needle:
     auto_date: put today's `date:` fact into the system unless it has one.
     stateless: forget the conversation before every complete()/run().
     strict: also withhold calls with argument values the request does not say (every session withholds
-        a negated request's calls and values outside the schema); withheld calls are reported under
+        a negated request's calls, values outside the schema and required values filled with a
+        placeholder); withheld calls are reported under
         "suppressed_calls" and "function_calls" is empty.
     copy_values: grounded decoding - free-text argument values may only be whole-word copies of what
         was said or the system facts (True), or any text (False); None: the library's default (on).

@@ -94,6 +94,8 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     nd_buf_puts(out, e->negation ? ",\"negation\":true" : ",\"negation\":false");
     nd_buf_puts(out, ",\"out_of_schema\":");
     write_json_array(out, e->out_of_schema);
+    nd_buf_puts(out, ",\"missing\":");
+    write_json_array(out, e->missing);
     nd_buf_puts(out, ",\"completed\":");
     write_json_array(out, e->completed);
     nd_buf_putc(out, '}');

@@ -4,7 +4,7 @@
  *    "function_calls":[{"name","arguments"}],"reasoning":str,"confidence":number|null,
  *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number,
  *    "validation":{"ungrounded":["tool.path",...],"negation":bool,"out_of_schema":["tool.key"],
- *                  "completed":["tool.key"]},
+ *                  "missing":["tool.key"],"completed":["tool.key"]},
  *    "suppressed_calls":[...]}
  *
  * type is "call" when function_calls is non-empty and "respond" when it is
@@ -38,6 +38,7 @@ typedef struct nd_envelope {
     const char *ungrounded;       /* a JSON array of "tool.path" strings */
     int negation;
     const char *out_of_schema;     /* a JSON array of "tool.key" strings (agent/range_guard.h) */
+    const char *missing;           /* a JSON array of "tool.key": required values filled with a placeholder */
     const char *completed;         /* a JSON array of "tool.key": names finished from the request (agent/name_span.h) */
     const char *suppressed_calls; /* a JSON array of calls */
 } nd_envelope;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "needle.h"
 
@@ -583,6 +584,56 @@ const nd_json *nd_tool_parameters(const nd_json *tools, const char *name)
     return NULL;
 }
 
+/* ------------------------------------------------------------------ placeholders */
+
+/* Does word[0..n) equal one of the words of the tool's name (split at _ - and
+ * spaces; ASCII case and a plural s ignored on both sides)? */
+static int names_the_tool(const char *tool, const char *word, size_t n)
+{
+    if (n > 1 && (word[n - 1] == 's' || word[n - 1] == 'S')) n--;
+    for (const char *p = tool; *p;) {
+        const char *e = p;
+        while (*e && *e != '_' && *e != '-' && *e != ' ') e++;
+        size_t wl = (size_t)(e - p);
+        if (wl > 1 && (p[wl - 1] == 's' || p[wl - 1] == 'S')) wl--;
+        if (wl == n && n > 0 && strncasecmp(p, word, n) == 0) return 1;
+        p = *e ? e + 1 : e;
+    }
+    return 0;
+}
+
+/* A required free-text argument the model filled with a placeholder: a word
+ * of the tool's own name ("room": "lights" for set_lights, "blinds" for
+ * set_blinds) or the same string as another required argument ("track" and
+ * "playlist" both "Heroes"; an optional argument that repeats a required one,
+ * "name" and "company" both "Leigh", says nothing about the required one).  The request gave no value for it, and the model wrote the
+ * nearest words instead; the behaviour contract answers a required value not
+ * given with no call ("missing"). */
+static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *params, const char *tool)
+{
+    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
+    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+    for (size_t k = 0; req && req->type == ND_JSON_ARRAY && k < req->count; k++) {
+        if (req->items[k].type != ND_JSON_STRING) continue;
+        const char *key = req->items[k].str;
+        const nd_json *v = nd_json_get(args, key), *schema = props ? nd_json_get(props, key) : NULL;
+        if (!v || v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len)) continue;
+        if (schema && (nd_json_get(schema, "enum") || nd_json_get(schema, "const") || nd_json_get(schema, "pattern") ||
+                       nd_json_get(schema, "format")))
+            continue; /* a closed or formatted string is not a copy */
+        int placeholder = !memchr(v->str, ' ', v->len) && names_the_tool(tool, v->str, v->len);
+        for (size_t o = 0; o < req->count && !placeholder; o++) {
+            const nd_json *x = req->items[o].type == ND_JSON_STRING ? nd_json_get(args, req->items[o].str) : NULL;
+            placeholder = x && x != v && x->type == ND_JSON_STRING && x->len == v->len && !memcmp(x->str, v->str, v->len);
+        }
+        if (placeholder) {
+            char path[256];
+            snprintf(path, sizeof path, "%s.%s", tool, key);
+            add_path(&g->missing, &g->n_missing, path);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ negation */
 
 /* Is `needle` (lowercase) inside some string value of the calls? */
@@ -649,6 +700,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
     memset(g, 0, sizeof *g);
     nd_buf_init(&g->ungrounded);
     nd_buf_init(&g->out_of_schema);
+    nd_buf_init(&g->missing);
     heard h, req;
     memset(&req, 0, sizeof req);
     int rc = heard_init(&h, heard_text, request, system);
@@ -659,13 +711,16 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
     for (size_t i = 0; !rc && calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {
         const nd_json *c = &calls->items[i], *name = nd_json_get(c, "name"), *args = nd_json_get(c, "arguments");
         if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
-        walk(&w, args, nd_tool_parameters(tools, name->str), name->str);
+        const nd_json *params = nd_tool_parameters(tools, name->str);
+        walk(&w, args, params, name->str);
+        placeholders(g, args, params, name->str);
     }
     if (!rc) {
         nd_buf_puts(&g->ungrounded, g->n_ungrounded ? "]" : "[]");
         nd_buf_puts(&g->out_of_schema, g->n_out_of_schema ? "]" : "[]");
+        nd_buf_puts(&g->missing, g->n_missing ? "]" : "[]");
         g->negation = nd_request_negates(request, calls);
-        if (g->ungrounded.oom || g->out_of_schema.oom) rc = NEEDLE_ENOMEM;
+        if (g->ungrounded.oom || g->out_of_schema.oom || g->missing.oom) rc = NEEDLE_ENOMEM;
     }
     heard_free(&h);
     heard_free(&req);
@@ -677,5 +732,6 @@ void nd_grounding_free(nd_grounding *g)
     if (!g) return;
     nd_buf_free(&g->ungrounded);
     nd_buf_free(&g->out_of_schema);
+    nd_buf_free(&g->missing);
     memset(g, 0, sizeof *g);
 }

@@ -25,6 +25,11 @@
  *               asked for a value outside the schema and the model wrote
  *               another one ("150% brightness" -> 15).  The implicit "one"
  *               is not a number said here.
+ *   missing     "tool.key" of every required free-text argument filled with
+ *               a placeholder: a word of the tool's own name ("room":
+ *               "lights" for set_lights) or the same string as another
+ *               required argument ("track" and "playlist" both "Heroes"):
+ *               the request gave no value for it.
  *   negation    the latest request negates the action ("don't ...", "do
  *               not", "no need to", "never mind", "actually no", ...), except
  *               "don't forget" and negations inside a generated string value
@@ -44,6 +49,8 @@ typedef struct nd_grounding {
     int n_ungrounded;
     nd_buf out_of_schema; /* the ungrounded numbers whose request says a value outside their schema */
     int n_out_of_schema;
+    nd_buf missing; /* required free-text arguments filled with a placeholder */
+    int n_missing;
     int negation;
 } nd_grounding;
 

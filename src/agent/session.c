@@ -639,12 +639,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             int flagged = calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation);
             /* a call the checks doubt is less likely right, whatever the token probabilities say */
             if (flagged && !isnan(confidence)) confidence *= 0.5;
-            /* a request that says not to act, or a value outside the schema (the
+            /* a request that says not to act, a value outside the schema (the
              * decoder saw the schema bend it, or the checks found a number not said
-             * where the request says one the schema refuses): the behaviour contract
-             * answers both with no call, in every session; the calls stay in the
-             * envelope's suppressed_calls */
-            if ((g.negation || g.n_out_of_schema) && calls->type == ND_JSON_ARRAY && calls->count > 0) {
+             * where the request says one the schema refuses), or a required value
+             * filled with a placeholder (not given): the behaviour contract answers
+             * each with no call, in every session; the calls stay in the envelope's
+             * suppressed_calls */
+            if ((g.negation || g.n_out_of_schema || g.n_missing) && calls->type == ND_JSON_ARRAY && calls->count > 0) {
                 suppressed = r.calls.data;
                 r.calls.len = 0;
             }
@@ -682,6 +683,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .ungrounded = g.ungrounded.data,
         .negation = g.negation,
         .out_of_schema = g.out_of_schema.data,
+        .missing = g.missing.data,
         .completed = completed.data,
         .suppressed_calls = suppressed,
     };

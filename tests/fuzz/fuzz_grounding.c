@@ -101,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (nd_grounding_check(calls, tools, text, text, "date: 2026-12-06", bent, &g) == 0) {
             check_string_array(&g.ungrounded);
             check_string_array(&g.out_of_schema);
+            check_string_array(&g.missing);
             nd_json *oor = NULL;
             if (nd_json_parse(g.out_of_schema.data, g.out_of_schema.len, NULL, &oor, &err) != 0) abort();
             for (size_t i = 0; i < oor->count; i++) /* the bent path, or a kind of ungrounded */
