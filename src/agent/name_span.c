@@ -199,9 +199,9 @@ static void add_path(nd_buf *paths, int *n, const char *tool, const char *key)
     (*n)++;
 }
 
-int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths)
+int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
-    int widened = 0, n_paths = 0;
+    int widened = 0;
     for (size_t c = 0; calls && calls->type == ND_JSON_ARRAY && request && tools && c < calls->count; c++) {
         const nd_json *name = nd_json_get(&calls->items[c], "name");
         nd_json *args = (nd_json *)nd_json_get(&calls->items[c], "arguments");
@@ -219,10 +219,9 @@ int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request,
             }
             if (got) {
                 widened++;
-                add_path(paths, &n_paths, name->str, args->keys[k]);
+                add_path(paths, n_paths, name->str, args->keys[k]);
             }
         }
     }
-    nd_buf_puts(paths, n_paths ? "]" : "[]");
     return paths->oom ? -1 : widened;
 }

@@ -32,12 +32,13 @@
 
 /* Widen the free string values of `calls` (a JSON array of {name, arguments};
  * modified in place) as described above.  `tools` is the declared tools array
- * (plain or OpenAI-wrapped declarations; NULL: nothing is widened).  The
- * widened arguments' "tool.key" are written to `paths` (an initialised
- * buffer) as a compact JSON array, "[]" when none.  Returns the number of
- * arguments widened, or -1 when out of memory (a value whose widened copy
- * could not be allocated is left as it was). */
-int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths);
+ * (plain or OpenAI-wrapped declarations; NULL: nothing is widened).  Each
+ * widened argument's "tool.key" is appended to *paths (a JSON array being
+ * built: '[' before the first entry, ',' before the others; *n_paths counts
+ * them, the caller closes the list).  Returns the number of arguments
+ * widened, or -1 when out of memory (a value whose widened copy could not be
+ * allocated is left as it was). */
+int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
 
 /* The widening of one value (tests): the widened text of value[0..len) as
  * found in request, in a malloc'd string, or NULL when nothing changes (or

@@ -13,6 +13,7 @@
 #include "agent/grounding.h"
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
+#include "agent/said_choice.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -613,7 +614,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             /* a name copied in part is finished from the request (name_span.h);
              * only where copying held the values to the request's words */
             if (s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0) {
-                int widened = nd_complete_names(calls, s->tools, s->last_request, &completed);
+                int n_completed = 0;
+                int widened = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
+                /* and an optional choice the request names, added (said_choice.h) */
+                int added = widened < 0 ? 0 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
+                if (added < 0) widened = -1;
+                else widened += added;
+                nd_buf_puts(&completed, n_completed ? "]" : "[]");
                 if (widened > 0) {
                     r.calls.len = 0;
                     nd_json_write(&r.calls, calls, nd_chat_json_ascii(s->model->layout));

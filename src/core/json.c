@@ -85,6 +85,31 @@ void nd_json_free(nd_json *v)
     free(v);
 }
 
+int nd_json_object_add_string(nd_json *obj, const char *key, const char *value)
+{
+    size_t n = obj->count;
+    char *k = strdup(key), *v = strdup(value);
+    nd_json *items = k && v ? realloc(obj->items, (n + 1) * sizeof *items) : NULL;
+    if (items) obj->items = items;
+    char **keys = items ? realloc(obj->keys, (n + 1) * sizeof *keys) : NULL;
+    if (keys) obj->keys = keys;
+    size_t *lens = keys ? realloc(obj->key_lens, (n + 1) * sizeof *lens) : NULL;
+    if (!lens) {
+        free(k);
+        free(v);
+        return NEEDLE_ENOMEM;
+    }
+    obj->key_lens = lens;
+    memset(&items[n], 0, sizeof items[n]);
+    items[n].type = ND_JSON_STRING;
+    items[n].str = v;
+    items[n].len = strlen(v);
+    keys[n] = k;
+    lens[n] = strlen(k);
+    obj->count = n + 1;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- parsing */
 
 static int parse_value(parser *p, nd_json *out);

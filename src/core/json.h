@@ -52,6 +52,12 @@ void nd_json_free(nd_json *v);
 /* Object member lookup (NULL when absent or v is not an object). */
 const nd_json *nd_json_get(const nd_json *v, const char *key);
 
+/* Append the member key: "value" (both NUL-terminated UTF-8) to an object
+ * (a tree from nd_json_parse; the key must not be there yet).  Pointers into
+ * the object's members are invalid afterwards.  Returns 0, or NEEDLE_ENOMEM
+ * (the object unchanged). */
+int nd_json_object_add_string(nd_json *obj, const char *key, const char *value);
+
 /* Compact writer, Python json.dumps(separators=(",",":")) style.  ascii_only
  * escapes every non-ASCII character as \uXXXX (surrogate pairs above U+FFFF),
  * as Python's ensure_ascii=True does; numbers are written as their literal text. */

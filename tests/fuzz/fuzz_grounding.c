@@ -1,6 +1,7 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
- * the name finisher (agent/name_span.c).
+ * the name finisher (agent/name_span.c) and the choices said
+ * (agent/said_choice.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -15,12 +16,14 @@
 #include "agent/grounding.h"
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
+#include "agent/said_choice.h"
 #include "core/json.h"
 
 static const char *TOOLS =
     "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},"
     "\"brightness\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100},\"days\":{\"type\":\"array\",\"items\":"
-    "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":7}},\"at\":{\"type\":\"string\"}}}}]";
+    "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":7}},\"at\":{\"type\":\"string\"},"
+    "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -32,9 +35,10 @@ static void check_string_array(const nd_buf *b)
     nd_json_free(v);
 }
 
-/* Finish the names of calls (a parsed copy is kept to compare): every
- * changed string of a call's arguments is a piece of the request holding
- * the value it replaced; the paths are a JSON array of strings. */
+/* Finish the names of calls and add the choices the request names (a parsed
+ * copy is kept to compare): every changed string of a call's arguments is a
+ * piece of the request holding the value it replaced, an added choice is a
+ * new member; the paths are a JSON array of strings. */
 static void check_names(const nd_json *calls, const nd_json *tools, const char *request)
 {
     nd_buf b;
@@ -45,14 +49,19 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (b.oom || nd_json_parse(b.data, b.len, NULL, &wide, &err) != 0) abort();
     nd_buf paths;
     nd_buf_init(&paths);
-    int n = nd_complete_names(wide, tools, request, &paths);
-    if (n < 0) abort();
+    int np = 0;
+    int n = nd_complete_names(wide, tools, request, &paths, &np);
+    if (n < 0 || np != n) abort();
+    int added = nd_add_said_choices(wide, tools, request, &paths, &np);
+    if (added < 0 || np != n + added) abort();
+    nd_buf_puts(&paths, np ? "]" : "[]");
     check_string_array(&paths);
     nd_buf_free(&paths);
     int changed = 0;
     for (size_t c = 0; wide->type == ND_JSON_ARRAY && c < wide->count; c++) {
         const nd_json *a0 = nd_json_get(&calls->items[c], "arguments"), *a1 = nd_json_get(&wide->items[c], "arguments");
-        for (size_t k = 0; a0 && a1 && a1->type == ND_JSON_OBJECT && k < a1->count; k++) {
+        /* (an added choice comes after the call's own arguments) */
+        for (size_t k = 0; a0 && a1 && a0->type == ND_JSON_OBJECT && a1->type == ND_JSON_OBJECT && k < a0->count; k++) {
             const nd_json *v0 = &a0->items[k], *v1 = &a1->items[k];
             if (v1->type != ND_JSON_STRING || (v0->len == v1->len && !memcmp(v0->str, v1->str, v0->len))) continue;
             changed++;
@@ -60,6 +69,9 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
         }
     }
     if (changed > n) abort();
+    if (added && (wide->count != 1 || nd_json_get(&wide->items[0], "arguments")->count !=
+                                           nd_json_get(&calls->items[0], "arguments")->count + (size_t)added))
+        abort();
     nd_buf_reset(&b);
     nd_json_write(&b, wide, 0);
     nd_json *again = NULL;

@@ -1,0 +1,156 @@
+/* said_choice.c - an optional choice the request names, added to the call (said_choice.h). */
+#include "agent/said_choice.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/grounding.h"
+
+/* Words as compared here: runs of ASCII letters and digits and of non-ASCII
+ * bytes, ASCII letters lowered ("Fan on HIGH," -> fan on high). */
+typedef struct {
+    char *low; /* the text lowered, word breaks as written */
+    size_t len;
+} words;
+
+static int word_byte(unsigned char c) { return c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); }
+
+static int words_of(words *w, const char *s, size_t n)
+{
+    w->low = malloc(n + 1);
+    if (!w->low) return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        w->low[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    w->low[n] = 0;
+    w->len = n;
+    return 0;
+}
+
+/* Does phrase (lowered, words separated by any non-word bytes) occur in text
+ * as whole words, each pair of its words separated in the text by non-word
+ * bytes only? */
+static int says(const words *text, const words *phrase)
+{
+    /* the phrase's words, in order */
+    const char *p = phrase->low, *end = phrase->low + phrase->len;
+    while (p < end && !word_byte((unsigned char)*p)) p++;
+    if (p >= end) return 0;
+    for (size_t at = 0; at < text->len; at++) {
+        if (at > 0 && word_byte((unsigned char)text->low[at - 1])) continue; /* not a word start */
+        size_t t = at;
+        const char *q = p;
+        int ok = 1;
+        while (ok && q < end) {
+            while (q < end && word_byte((unsigned char)*q)) {
+                if (t >= text->len || text->low[t] != *q) { ok = 0; break; }
+                t++, q++;
+            }
+            if (!ok) break;
+            if (t < text->len && word_byte((unsigned char)text->low[t])) { ok = 0; break; } /* word goes on */
+            while (q < end && !word_byte((unsigned char)*q)) q++;
+            if (q < end) { /* the next word: skip the text's separators */
+                if (t >= text->len || word_byte((unsigned char)text->low[t])) { ok = 0; break; }
+                while (t < text->len && !word_byte((unsigned char)text->low[t])) t++;
+            }
+        }
+        if (ok) return 1;
+    }
+    return 0;
+}
+
+static int says_value(const words *text, const char *value, size_t n)
+{
+    words v;
+    if (words_of(&v, value, n)) return -1;
+    int r = says(text, &v);
+    free(v.low);
+    return r;
+}
+
+/* Is `value` said inside one of the call's string values (top level or array items)? */
+static int inside_call_values(const nd_json *args, const char *value, size_t n)
+{
+    for (size_t k = 0; k < args->count; k++) {
+        const nd_json *v = &args->items[k];
+        size_t m = v->type == ND_JSON_ARRAY ? v->count : 1;
+        for (size_t i = 0; i < m; i++) {
+            const nd_json *s = v->type == ND_JSON_ARRAY ? &v->items[i] : v;
+            if (s->type != ND_JSON_STRING) continue;
+            words w;
+            if (words_of(&w, s->str, s->len)) return -1;
+            int r = says_value(&w, value, n);
+            free(w.low);
+            if (r) return r;
+        }
+    }
+    return 0;
+}
+
+static int required(const nd_json *params, const char *key)
+{
+    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
+    for (size_t i = 0; req && req->type == ND_JSON_ARRAY && i < req->count; i++)
+        if (req->items[i].type == ND_JSON_STRING && strcmp(req->items[i].str, key) == 0) return 1;
+    return 0;
+}
+
+/* The one value of a string enum the request says, or NULL (none, several,
+ * or not a plain string enum).  *err on out of memory. */
+static const nd_json *said_value(const nd_json *schema, const words *request, int *err)
+{
+    const nd_json *t = nd_json_get(schema, "type"), *e = nd_json_get(schema, "enum");
+    if (!t || t->type != ND_JSON_STRING || strcmp(t->str, "string") || !e || e->type != ND_JSON_ARRAY ||
+        nd_json_get(schema, "pattern") || nd_json_get(schema, "format"))
+        return NULL;
+    const nd_json *found = NULL;
+    for (size_t i = 0; i < e->count; i++) {
+        const nd_json *v = &e->items[i];
+        if (v->type != ND_JSON_STRING || memchr(v->str, 0, v->len)) continue;
+        int r = says_value(request, v->str, v->len);
+        if (r < 0) { *err = 1; return NULL; }
+        if (r && found) return NULL; /* two values said: no choice */
+        if (r) found = v;
+    }
+    return found;
+}
+
+int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
+{
+    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request) return 0;
+    nd_json *call = &calls->items[0];
+    const nd_json *name = nd_json_get(call, "name");
+    nd_json *args = (nd_json *)nd_json_get(call, "arguments");
+    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    const nd_json *params = nd_tool_parameters(tools, name->str);
+    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+    if (!props || props->type != ND_JSON_OBJECT) return 0;
+    words req;
+    if (words_of(&req, request, strlen(request))) return -1;
+    int added = 0, err = 0;
+    for (size_t k = 0; k < props->count && !err; k++) {
+        const char *key = props->keys[k];
+        if (memchr(key, 0, props->key_lens[k]) || nd_json_get(args, key) || required(params, key)) continue;
+        const nd_json *v = said_value(&props->items[k], &req, &err);
+        if (!v) continue;
+        int inside = inside_call_values(args, v->str, v->len);
+        if (inside < 0) err = 1;
+        if (inside) continue;
+        if (nd_json_object_add_string(args, key, v->str)) {
+            err = 1;
+            break;
+        }
+        nd_buf p;
+        nd_buf_init(&p);
+        nd_buf_printf(&p, "%s.%s", name->str, key);
+        nd_buf_putc(paths, *n_paths ? ',' : '[');
+        nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
+        if (p.oom) paths->oom = 1;
+        nd_buf_free(&p);
+        (*n_paths)++;
+        added++;
+    }
+    free(req.low);
+    return err || paths->oom ? -1 : added;
+}

@@ -1,0 +1,35 @@
+/* said_choice.h - an optional choice the request names, added to the call.
+ *
+ * The small models leave out optional arguments the request does state:
+ * "climate to 19.5 with the fan on high" -> set_climate without "fan": "high",
+ * "give the living room a turbo clean" -> start_vacuum without "mode":
+ * "turbo", "show my sleep from yesterday" -> no "period": "yesterday".  When
+ * such an argument is a string enum, the request names the value in the
+ * schema's own words, so the value can be read off it:
+ *
+ *   - only turns with one call (in a request with two actions the word may
+ *     belong to the other one);
+ *   - only optional arguments the call leaves out whose schema is a string
+ *     "enum" (no pattern or format);
+ *   - exactly one of the enum's values is said in the latest request as
+ *     whole words (ASCII case ignored: "fan on High", "turbo"), and that word
+ *     is not part of a string value the call already has (the message text
+ *     "the fan is on high" is not a fan setting).
+ *
+ * The added argument goes after the call's own.  The KV cache keeps the
+ * tokens the model wrote (as for names finished, name_span.h). */
+#ifndef ND_SAID_CHOICE_H
+#define ND_SAID_CHOICE_H
+
+#include "core/buf.h"
+#include "core/json.h"
+
+/* Add to the one call of `calls` (modified in place) each optional string
+ * enum argument whose value the request names, as described above.  Each
+ * added argument's "tool.key" is appended to *paths (a JSON array being
+ * built: '[' before the first entry, ',' before the others; *n_paths counts
+ * them, the caller closes the list).  Returns the number added, or -1 when
+ * out of memory. */
+int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
+
+#endif
