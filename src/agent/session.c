@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/clock_time.h"
 #include "agent/decode_loop.h"
 #include "agent/envelope.h"
 #include "agent/grounding.h"
@@ -620,6 +621,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int added = widened < 0 ? 0 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
                 if (added < 0) widened = -1;
                 else widened += added;
+                /* and the clock time the request says, where the call's differs (clock_time.h) */
+                int timed = widened < 0 ? 0 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
+                if (timed < 0) widened = -1;
+                else widened += timed;
                 nd_buf_puts(&completed, n_completed ? "]" : "[]");
                 if (widened > 0) {
                     r.calls.len = 0;

@@ -1,7 +1,7 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
- * the name finisher (agent/name_span.c) and the choices said
- * (agent/said_choice.c).
+ * the name finisher (agent/name_span.c), the choices said
+ * (agent/said_choice.c) and the clock time read (agent/clock_time.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/clock_time.h"
 #include "agent/grounding.h"
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
@@ -23,7 +24,8 @@ static const char *TOOLS =
     "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},"
     "\"brightness\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100},\"days\":{\"type\":\"array\",\"items\":"
     "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":7}},\"at\":{\"type\":\"string\"},"
-    "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]}}}}]";
+    "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]},"
+    "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -54,6 +56,10 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (n < 0 || np != n) abort();
     int added = nd_add_said_choices(wide, tools, request, &paths, &np);
     if (added < 0 || np != n + added) abort();
+    int said = nd_clock_time_said(request);
+    if (said < -1 || said >= 24 * 60) abort();
+    int timed = nd_fix_clock_time(wide, tools, request, &paths, &np);
+    if (timed < 0 || np != n + added + timed || (timed && said < 0)) abort();
     nd_buf_puts(&paths, np ? "]" : "[]");
     check_string_array(&paths);
     nd_buf_free(&paths);
@@ -65,10 +71,11 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
             const nd_json *v0 = &a0->items[k], *v1 = &a1->items[k];
             if (v1->type != ND_JSON_STRING || (v0->len == v1->len && !memcmp(v0->str, v1->str, v0->len))) continue;
             changed++;
+            if (timed && v1->len == 5 && v1->str[2] == ':') continue; /* the time read */
             if (!strstr(request, v1->str) || !strstr(v1->str, v0->str)) abort();
         }
     }
-    if (changed > n) abort();
+    if (changed > n + timed) abort();
     if (added && (wide->count != 1 || nd_json_get(&wide->items[0], "arguments")->count !=
                                            nd_json_get(&calls->items[0], "arguments")->count + (size_t)added))
         abort();

@@ -1,0 +1,151 @@
+/* test_clock_time.c - the clock time a request says (src/agent/clock_time.h):
+ * every spoken and written form it reads, the half of the day (am/pm after
+ * the time, a cue elsewhere, "at night"), what it refuses to guess (no half
+ * of the day, two times, amounts, dates, quantities), and the repair of a
+ * call: one HH:MM argument, a pattern that must accept the time, one call
+ * only, the path reported; then the bundled model through the public API. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/clock_time.h"
+#include "check.h"
+#include "core/json.h"
+#include "needle.h"
+
+static int hm(int h, int m) { return h * 60 + m; }
+
+#define SAYS(req, want) CHECKF(nd_clock_time_said(req) == (want), "%s -> %d, want %d", req, nd_clock_time_said(req), want)
+
+static void test_times_read(void)
+{
+    SAYS("alarm for half past seven in the morning", hm(7, 30));
+    SAYS("I need an alarm at quarter to nine in the evening", hm(20, 45));
+    SAYS("alarm at ten past four in the afternoon for school pickup", hm(16, 10));
+    SAYS("wake me at twenty minutes past five in the morning", hm(5, 20));
+    SAYS("alarm 20 to 6 pm", hm(17, 40));
+    SAYS("quarter past twelve am", hm(0, 15));
+    SAYS("alarm at midnight", hm(0, 0));
+    SAYS("lunch reminder at noon", hm(12, 0));
+    SAYS("set alarm for seven thirty am", hm(7, 30));
+    SAYS("alarm at twelve forty pm", hm(12, 40));
+    SAYS("seven oh five in the morning", hm(7, 5));
+    SAYS("Adjust the alarm at 9:40 PM", hm(21, 40));
+    SAYS("alarm at 8.45pm asap", hm(20, 45));
+    SAYS("meeting at 8.45 in the evening", hm(20, 45));
+    SAYS("alarm at 5am", hm(5, 0));
+    SAYS("alarm at 7 p.m. please", hm(19, 0));
+    SAYS("seven o'clock tonight", hm(19, 0));
+    SAYS("at 7 in the morning", hm(7, 0));
+    SAYS("Please set an alarm for 13:15 called take meds", hm(13, 15));
+    SAYS("alarm at 00:30", hm(0, 30));
+    SAYS("alarm at 2:30 at night", hm(2, 30));
+    SAYS("alarm at 11 at night", hm(23, 0));
+    SAYS("alarm at 12 at night", hm(0, 0));
+}
+
+static void test_what_is_not_guessed(void)
+{
+    SAYS("alarm at 7", -1);                               /* morning or evening? */
+    SAYS("alarm at 7:30", -1);
+    SAYS("alarm at 7 in the morning and 8 in the evening", -1); /* two times */
+    SAYS("alarm at 6 in the morning, no, in the evening", -1);  /* cues disagree */
+    SAYS("log 18.20 euros for lunch this afternoon", -1);       /* an amount */
+    SAYS("lunch cost $12.30 this afternoon", -1);
+    SAYS("timer for 5 minutes this morning", -1);               /* a quantity */
+    SAYS("on 2026-07-01 in the morning", -1);                   /* a date */
+    SAYS("at 25:00 in the evening", -1);
+    SAYS("thirteen pm", -1);
+    SAYS("", -1);
+    CHECK(nd_clock_time_said(NULL) == -1);
+}
+
+static const char *TOOLS =
+    "[{\"name\":\"set_alarm\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"time\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},\"label\":{\"type\":\"string\"}},"
+    "\"required\":[\"time\"]}},"
+    "{\"name\":\"half_hours\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"time\":{\"type\":\"string\",\"pattern\":\"^[0-2][0-9]:(00|30)$\"}}}},"
+    "{\"name\":\"free\",\"parameters\":{\"type\":\"object\",\"properties\":{\"time\":{\"type\":\"string\"}}}}]";
+
+/* The calls after the repair, compactly, with the paths after '|'. */
+static const char *fix(const char *calls_json, const char *request)
+{
+    static char out[512];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
+        nd_buf paths, b;
+        nd_buf_init(&paths);
+        nd_buf_init(&b);
+        int np = 0;
+        int n = nd_fix_clock_time(calls, tools, request, &paths, &np);
+        nd_buf_puts(&paths, np ? "]" : "[]");
+        nd_json_write(&b, calls, 0);
+        if (n == np) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
+        nd_buf_free(&paths);
+        nd_buf_free(&b);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define FIXES(calls, req, want) CHECKF(strcmp(fix(calls, req), want) == 0, "%s -> %s", req, fix(calls, req))
+
+static void test_calls_repaired(void)
+{
+    const char *c = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"gym\"}}]";
+    FIXES(c, "gym alarm at half past seven in the morning",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"label\":\"gym\"}}]|[\"set_alarm.time\"]");
+    /* already right, or nothing to read: unchanged */
+    FIXES(c, "gym alarm at 7 am", "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"gym\"}}]|[]");
+    FIXES(c, "gym alarm at 7:30", "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"gym\"}}]|[]");
+    /* the pattern must accept the time read; a free string is left to copying */
+    FIXES("[{\"name\":\"half_hours\",\"arguments\":{\"time\":\"07:00\"}}]", "at 7:45 am",
+          "[{\"name\":\"half_hours\",\"arguments\":{\"time\":\"07:00\"}}]|[]");
+    FIXES("[{\"name\":\"half_hours\",\"arguments\":{\"time\":\"07:00\"}}]", "at 7:30 pm",
+          "[{\"name\":\"half_hours\",\"arguments\":{\"time\":\"19:30\"}}]|[\"half_hours.time\"]");
+    FIXES("[{\"name\":\"free\",\"arguments\":{\"time\":\"07:00\"}}]", "at 7:30 pm",
+          "[{\"name\":\"free\",\"arguments\":{\"time\":\"07:00\"}}]|[]");
+    /* two calls, or no HH:MM value: left alone */
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\"}},{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"08:00\"}}]",
+          "at 7:30 pm",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\"}},{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"08:00\"}}]|[]");
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"label\":\"7\"}}]", "at 7:30 pm",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"label\":\"7\"}}]|[]");
+}
+
+static void test_bundled_model_time_is_read(void)
+{
+    needle_model *m = NULL;
+    needle_error err = {0};
+    needle_model_options mo = {.threads = 1};
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
+    if (!m) return;
+    static char demo[1 << 16];
+    FILE *f = fopen("models/tools.json", "rb");
+    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
+    if (f) fclose(f);
+    demo[n] = 0;
+    needle_session_options so = {.tools_json = demo};
+    needle_session *s = NULL;
+    CHECK(needle_session_open(m, &so, &s, &err) == 0);
+    char *env = NULL;
+    if (s) CHECK(needle_session_send(s, "wake me at quarter to nine in the evening", &env, &err) == 0);
+    CHECKF(env && strstr(env, "\"time\":\"20:45\""), "%s", env ? env : "(none)");
+    needle_free(env);
+    needle_session_close(s);
+    needle_model_close(m);
+}
+
+int main(void)
+{
+    RUN(test_times_read);
+    RUN(test_what_is_not_guessed);
+    RUN(test_calls_repaired);
+    RUN(test_bundled_model_time_is_read);
+    return check_summary();
+}
