@@ -15,6 +15,7 @@
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
+#include "agent/said_number.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -600,7 +601,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_grounding g;
     memset(&g, 0, sizeof g);
     nd_buf_init(&g.ungrounded);
-    nd_buf completed; /* the arguments whose names were finished from the request */
+    nd_buf completed; /* the arguments whose values were taken from the request (validation.completed) */
     nd_buf_init(&completed);
     const char *suppressed = NULL;
     if (!r.fail_code) {
@@ -612,35 +613,36 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
              * before the names below change the text's offsets) */
             if (r.bent_at >= 0 && (size_t)r.bent_at < r.calls.len)
                 nd_range_path(r.calls.data, (size_t)r.bent_at, bent, sizeof bent);
-            /* a name copied in part is finished from the request (name_span.h);
-             * only where copying held the values to the request's words */
-            if (s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0) {
-                int n_completed = 0;
-                int widened = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
-                /* and an optional choice the request names, added (said_choice.h) */
-                int added = widened < 0 ? 0 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
-                if (added < 0) widened = -1;
-                else widened += added;
-                /* and the clock time the request says, where the call's differs (clock_time.h) */
-                int timed = widened < 0 ? 0 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
-                if (timed < 0) widened = -1;
-                else widened += timed;
-                nd_buf_puts(&completed, n_completed ? "]" : "[]");
-                if (widened > 0) {
-                    r.calls.len = 0;
-                    nd_json_write(&r.calls, calls, nd_chat_json_ascii(s->model->layout));
-                }
-                if (widened < 0 || r.calls.oom) {
-                    nd_json_free(calls);
-                    nd_buf_free(&r.reasoning);
-                    nd_buf_free(&r.calls);
-                    nd_buf_free(&completed);
-                    return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory finishing names");
-                }
+            /* With copying on, values the request states are taken from it where the
+             * model's differ: a name copied in part is finished (name_span.h), an
+             * optional choice named is added (said_choice.h), the clock time said is
+             * written (clock_time.h), and after the grounding checks, the one number
+             * said replaces the one number not said (said_number.h). */
+            int repair = s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
+            int n_completed = 0, changed = 0;
+            if (repair) {
+                int a = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
+                int b = a < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
+                int c = b < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
+                changed = a < 0 || b < 0 || c < 0 ? -1 : a + b + c;
             }
+            const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);
-            if (nd_grounding_check(calls, s->tools, s->heard.data, kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request,
-                                   s->system, bent[0] ? bent : NULL, &g)) {
+            int grc = changed < 0 ? 0 : nd_grounding_check(calls, s->tools, s->heard.data, request, s->system, bent[0] ? bent : NULL, &g);
+            if (repair && changed >= 0 && !grc) {
+                int d = nd_fix_said_number(calls, s->tools, s->last_request, g.ungrounded.data, &completed, &n_completed);
+                if (d > 0) { /* the checks again, on the number written */
+                    nd_grounding_free(&g);
+                    grc = nd_grounding_check(calls, s->tools, s->heard.data, request, s->system, bent[0] ? bent : NULL, &g);
+                }
+                changed = d < 0 ? -1 : changed + d;
+            }
+            nd_buf_puts(&completed, n_completed ? "]" : "[]");
+            if (changed > 0) {
+                r.calls.len = 0;
+                nd_json_write(&r.calls, calls, nd_chat_json_ascii(s->model->layout));
+            }
+            if (changed < 0 || grc || r.calls.oom || completed.oom) {
                 nd_json_free(calls);
                 nd_buf_free(&r.reasoning);
                 nd_buf_free(&r.calls);

@@ -1,7 +1,8 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
  * the name finisher (agent/name_span.c), the choices said
- * (agent/said_choice.c) and the clock time read (agent/clock_time.c).
+ * (agent/said_choice.c), the clock time read (agent/clock_time.c) and the
+ * number read (agent/said_number.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -18,6 +19,7 @@
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
+#include "agent/said_number.h"
 #include "core/json.h"
 
 static const char *TOOLS =
@@ -60,6 +62,13 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (said < -1 || said >= 24 * 60) abort();
     int timed = nd_fix_clock_time(wide, tools, request, &paths, &np);
     if (timed < 0 || np != n + added + timed || (timed && said < 0)) abort();
+    double nums[32];
+    int n_nums = nd_numbers_said(request, nums, 32);
+    if (n_nums < 0 || n_nums > 32) abort();
+    for (int i = 0; i < n_nums; i++)
+        if (!(nums[i] >= 0)) abort(); /* never negative, never NaN */
+    int numbered = nd_fix_said_number(wide, tools, request, "[\"set_lights.brightness\"]", &paths, &np);
+    if (numbered < 0 || np != n + added + timed + numbered) abort();
     nd_buf_puts(&paths, np ? "]" : "[]");
     check_string_array(&paths);
     nd_buf_free(&paths);

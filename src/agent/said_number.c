@@ -1,0 +1,283 @@
+/* said_number.c - the one number a request says, written over a number the request does not say (said_number.h). */
+#include "agent/said_number.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/grounding.h"
+
+#define MAX_WORDS 256
+
+typedef struct {
+    size_t at, len; /* a run of ASCII letters (lowered in low) */
+} span;
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* Units after which a number may stand for another one (a unit step). */
+static const char *const CONVERTING[] = {"hour", "hours", "hr", "hrs", "h", "litre", "litres", "liter", "liters", "l",
+                                         "kilo", "kilos", "kilogram", "kilograms", "kg", "kilometre", "kilometres",
+                                         "kilometer", "kilometers", "km", "quarter", "quarters", "half", "thousand",
+                                         "k", "second", "seconds", "sec", "secs"};
+
+static int word_in(const char *w, size_t n, const char *const *list, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strlen(list[i]) == n && !memcmp(list[i], w, n)) return 1;
+    return 0;
+}
+
+/* The word right after position i (spaces skipped), lowered into buf. */
+static size_t next_word(const char *s, size_t i, char *buf, size_t cap)
+{
+    while (s[i] == ' ') i++;
+    size_t n = 0;
+    while (is_alpha(s[i]) && n + 1 < cap) {
+        char c = s[i++];
+        buf[n++] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+    }
+    buf[n] = 0;
+    return n;
+}
+
+static int converts_after(const char *s, size_t i)
+{
+    char w[16];
+    size_t n = next_word(s, i, w, sizeof w);
+    return n && word_in(w, n, CONVERTING, sizeof CONVERTING / sizeof CONVERTING[0]);
+}
+
+static const char *const SMALL[] = {"zero",    "one",     "two",      "three",     "four",     "five",    "six",
+                                    "seven",   "eight",   "nine",     "ten",       "eleven",   "twelve",  "thirteen",
+                                    "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"};
+static const char *const TENS[] = {"twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
+
+static int small_word(const char *w, size_t n)
+{
+    for (int v = 0; v < 20; v++)
+        if (strlen(SMALL[v]) == n && !memcmp(SMALL[v], w, n)) return v;
+    return -1;
+}
+static int tens_word(const char *w, size_t n)
+{
+    for (int k = 0; k < 8; k++)
+        if (strlen(TENS[k]) == n && !memcmp(TENS[k], w, n)) return 20 + 10 * k;
+    return -1;
+}
+
+/* Below 100 at words[i]: "seven", "twenty five"; -1 if none. */
+static int below_hundred(const char *low, const span *w, int n, int i, int *next)
+{
+    if (i >= n) return -1;
+    int v = small_word(low + w[i].at, w[i].len);
+    if (v >= 0) {
+        *next = i + 1;
+        return v;
+    }
+    v = tens_word(low + w[i].at, w[i].len);
+    if (v < 0) return -1;
+    *next = i + 1;
+    if (i + 1 < n) {
+        int u = small_word(low + w[i + 1].at, w[i + 1].len);
+        if (u >= 1 && u <= 9) {
+            *next = i + 2;
+            v += u;
+        }
+    }
+    return v;
+}
+
+static int is_w(const char *low, const span *w, int n, int i, const char *s)
+{
+    return i >= 0 && i < n && w[i].len == strlen(s) && !memcmp(low + w[i].at, s, w[i].len);
+}
+
+int nd_numbers_said(const char *request, double *out, int cap)
+{
+    if (!request) return 0;
+    size_t len = strlen(request);
+    int k = 0;
+    /* digits */
+    for (size_t i = 0; i < len && k < cap;) {
+        if (!is_digit(request[i]) || (i && (is_digit(request[i - 1]) || request[i - 1] == '.' || request[i - 1] == ','))) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        double v = 0;
+        while (j < len && (is_digit(request[j]) || (request[j] == ',' && j + 3 < len + 1 && is_digit(request[j + 1]) &&
+                                                    is_digit(request[j + 2]) && is_digit(request[j + 3]) &&
+                                                    (j + 4 >= len || !is_digit(request[j + 4]))))) {
+            if (request[j] != ',') v = v * 10 + (request[j] - '0');
+            j++;
+        }
+        if (j + 1 < len && request[j] == '.' && is_digit(request[j + 1])) {
+            double scale = 0.1;
+            for (j++; j < len && is_digit(request[j]); j++, scale /= 10) v += (request[j] - '0') * scale;
+        }
+        int negative = i > 0 && request[i - 1] == '-' && (i < 2 || !is_digit(request[i - 2]));
+        int in_time_or_date = (j < len && (request[j] == ':' || (request[j] == '-' && j + 1 < len && is_digit(request[j + 1])))) ||
+                              (i > 0 && (request[i - 1] == ':' || (request[i - 1] == '-' && i > 1 && is_digit(request[i - 2]))));
+        int ordinal = j + 1 < len && ((request[j] == 's' && request[j + 1] == 't') || (request[j] == 'n' && request[j + 1] == 'd') ||
+                                      (request[j] == 'r' && request[j + 1] == 'd') || (request[j] == 't' && request[j + 1] == 'h'));
+        if (!negative && !in_time_or_date && !ordinal && !converts_after(request, j)) out[k++] = v;
+        i = j;
+    }
+    /* words */
+    char *low = malloc(len + 1);
+    if (!low) return k;
+    for (size_t i = 0; i <= len; i++) low[i] = request[i] >= 'A' && request[i] <= 'Z' ? (char)(request[i] + 32) : request[i];
+    span w[MAX_WORDS];
+    int n = 0;
+    for (size_t i = 0; i < len && n < MAX_WORDS;) {
+        if (!is_alpha(low[i])) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < len && is_alpha(low[j])) j++;
+        w[n].at = i;
+        w[n].len = j - i;
+        n++;
+        i = j;
+    }
+    for (int i = 0; i < n && k < cap;) {
+        int next = i, v;
+        if (is_w(low, w, n, i, "a") && is_w(low, w, n, i + 1, "hundred")) {
+            v = 1;
+            next = i + 1;
+        } else {
+            v = below_hundred(low, w, n, i, &next);
+        }
+        if (v < 0) {
+            i++;
+            continue;
+        }
+        if (is_w(low, w, n, next, "hundred")) {
+            v *= 100;
+            next++;
+            if (is_w(low, w, n, next, "and")) next++;
+            int after = next, rest = below_hundred(low, w, n, next, &after);
+            if (rest >= 0) {
+                v += rest;
+                next = after;
+            }
+        }
+        /* "one" as in "one of", "the one", "minus five", "five hours": not a value said */
+        int negative = is_w(low, w, n, i - 1, "minus");
+        if (!negative && !(v == 1 && next == i + 1) && !converts_after(low, w[next - 1].at + w[next - 1].len))
+            out[k++] = v;
+        i = next;
+    }
+    free(low);
+    return k;
+}
+
+/* ------------------------------------------------------------------ the call */
+
+static int bound(const nd_json *schema, const char *key, double *v)
+{
+    const nd_json *b = nd_json_get(schema, key);
+    if (!b || b->type != ND_JSON_NUMBER) return 0;
+    *v = b->num;
+    return 1;
+}
+
+static int schema_takes(const nd_json *schema, double v)
+{
+    if (!schema || nd_json_get(schema, "enum") || nd_json_get(schema, "const")) return 0;
+    const nd_json *t = nd_json_get(schema, "type");
+    if (!t || t->type != ND_JSON_STRING) return 0;
+    if (!strcmp(t->str, "integer")) {
+        if (v != floor(v)) return 0;
+    } else if (strcmp(t->str, "number")) {
+        return 0;
+    }
+    double b;
+    if ((bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
+        (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b))
+        return 0;
+    return 1;
+}
+
+/* Is v written inside one of the call's string values (as a number of its own)? */
+static int inside_strings(const nd_json *args, double v)
+{
+    for (size_t k = 0; k < args->count; k++) {
+        const nd_json *x = &args->items[k];
+        size_t m = x->type == ND_JSON_ARRAY ? x->count : 1;
+        for (size_t i = 0; i < m; i++) {
+            const nd_json *s = x->type == ND_JSON_ARRAY ? &x->items[i] : x;
+            if (s->type != ND_JSON_STRING || memchr(s->str, 0, s->len)) continue;
+            double nums[64];
+            int n = nd_numbers_said(s->str, nums, 64);
+            for (int j = 0; j < n; j++)
+                if (nums[j] == v) return 1;
+        }
+    }
+    return 0;
+}
+
+int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request, const char *ungrounded,
+                       nd_buf *paths, int *n_paths)
+{
+    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request || !ungrounded) return 0;
+    const nd_json *name = nd_json_get(&calls->items[0], "name");
+    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
+    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    nd_json *slot = NULL;
+    size_t key = 0;
+    for (size_t k = 0; k < args->count; k++) {
+        if (args->items[k].type != ND_JSON_NUMBER) continue;
+        nd_buf p;
+        nd_buf_init(&p);
+        nd_buf_putc(&p, '"');
+        nd_buf_printf(&p, "%s.%s", name->str, args->keys[k]);
+        nd_buf_putc(&p, '"');
+        int flagged = p.data && strstr(ungrounded, p.data) != NULL; /* (names with '"' never match: fine) */
+        nd_buf_free(&p);
+        if (!flagged) continue;
+        if (slot) return 0; /* two numbers not said */
+        slot = &args->items[k];
+        key = k;
+    }
+    if (!slot) return 0;
+    double said[64], pick = 0;
+    int n = nd_numbers_said(request, said, 64), found = 0;
+    for (int i = 0; i < n; i++) {
+        int used = 0;
+        for (size_t k = 0; k < args->count && !used; k++)
+            used = &args->items[k] != slot && args->items[k].type == ND_JSON_NUMBER && args->items[k].num == said[i];
+        if (used || inside_strings(args, said[i])) continue;
+        if (found && said[i] == pick) continue; /* said twice */
+        if (found) return 0;                      /* two candidates */
+        pick = said[i];
+        found = 1;
+    }
+    if (!found) return 0;
+    const nd_json *params = nd_tool_parameters(tools, name->str);
+    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+    if (!schema_takes(props ? nd_json_get(props, args->keys[key]) : NULL, pick)) return 0;
+    char text[40];
+    if (pick == floor(pick) && fabs(pick) < 1e15) snprintf(text, sizeof text, "%lld", (long long)pick);
+    else snprintf(text, sizeof text, "%.15g", pick);
+    char *copy = malloc(strlen(text) + 1);
+    if (!copy) return -1;
+    memcpy(copy, text, strlen(text) + 1);
+    free(slot->str);
+    slot->str = copy;
+    slot->len = strlen(copy);
+    slot->num = pick;
+    nd_buf p;
+    nd_buf_init(&p);
+    nd_buf_printf(&p, "%s.%s", name->str, args->keys[key]);
+    nd_buf_putc(paths, *n_paths ? ',' : '[');
+    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
+    if (p.oom) paths->oom = 1;
+    nd_buf_free(&p);
+    (*n_paths)++;
+    return paths->oom ? -1 : 1;
+}

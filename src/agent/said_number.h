@@ -1,0 +1,42 @@
+/* said_number.h - the one number a request says, written over a number the
+ * request does not say.
+ *
+ * The small models misread numbers: "thermostat to twenty five degrees" ->
+ * 29, "blinds to 25%" -> 23, "sleep timer for five mins" -> 15, "log 1867
+ * millilitres" -> 186.  The grounding checks (grounding.h) find such a
+ * number ungrounded; when the request says exactly one number the call
+ * does not already use, that number is what was meant:
+ *
+ *   - only a turn with one call, and only when exactly one of its top-level
+ *     number arguments is ungrounded (its "tool.key" in the ungrounded list);
+ *   - the numbers said: digits ("25", "1,867", "42.99") and words ("twenty
+ *     five", "twenty-five", "a hundred and fifty"), not negative, not part of
+ *     a time (7:30), a date (2026-07-01) or an ordinal (14th), and not
+ *     followed by a unit that converts ("two hours" may mean 120 minutes,
+ *     "half a litre" 500 ml: the grounding checks' unit steps);
+ *   - numbers the call already uses (its other number arguments, or inside
+ *     its string values) are not candidates; exactly one must remain;
+ *   - the schema must take it: an integer for "integer", inside minimum /
+ *     maximum and the exclusive bounds, no enum or const.
+ *
+ * English number words only. */
+#ifndef ND_SAID_NUMBER_H
+#define ND_SAID_NUMBER_H
+
+#include "core/buf.h"
+#include "core/json.h"
+
+/* The numbers `request` says as described above, at most `cap` of them in
+ * out (duplicates kept); returns how many. */
+int nd_numbers_said(const char *request, double *out, int cap);
+
+/* Write the one candidate over the one ungrounded number argument of the one
+ * call (`ungrounded`: the grounding checks' JSON array of "tool.key"
+ * strings).  The argument's "tool.key" is appended to *paths (a JSON array
+ * being built: '[' before the first entry, ',' before the others; *n_paths
+ * counts them).  Returns 1 when the call changed, 0 when not, -1 when out of
+ * memory. */
+int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request, const char *ungrounded,
+                       nd_buf *paths, int *n_paths);
+
+#endif

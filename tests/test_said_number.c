@@ -1,0 +1,143 @@
+/* test_said_number.c - the one number a request says, written over a number
+ * it does not say (src/agent/said_number.h): the numbers read (digits,
+ * thousands, decimals, words, "a hundred and fifty"), the ones left out
+ * (negative, times, dates, ordinals, a converting unit after, the bare
+ * "one"), the repair rules (one call, one ungrounded number, one candidate,
+ * the schema's type and bounds, numbers the call already uses), and the
+ * bundled model through the public API. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/said_number.h"
+#include "check.h"
+#include "core/json.h"
+#include "needle.h"
+
+/* The numbers said, written "a,b,c". */
+static const char *said(const char *req)
+{
+    static char out[256];
+    double v[16];
+    int n = nd_numbers_said(req, v, 16);
+    out[0] = 0;
+    for (int i = 0; i < n; i++) snprintf(out + strlen(out), sizeof out - strlen(out), "%s%g", i ? "," : "", v[i]);
+    return out;
+}
+
+#define SAID(req, want) CHECKF(strcmp(said(req), want) == 0, "%s -> %s, want %s", req, said(req), want)
+
+static void test_numbers_read(void)
+{
+    SAID("thermostat to 25 degrees", "25");
+    SAID("log 1,867 millilitres and 42.99 dollars", "1867,42.99");
+    SAID("twenty five degrees, twenty-one, seventeen", "25,21,17");
+    SAID("a hundred and fifty percent", "150");
+    SAID("three hundred and twelve", "312");
+    SAID("volume to -10", "");                       /* negative */
+    SAID("minus five degrees", "");
+    SAID("alarm at 7:30 on 2026-07-01", "");          /* time, date */
+    SAID("on the 14th and the 2nd", "");              /* ordinals */
+    SAID("timer for two hours", "");                  /* a unit that converts */
+    SAID("half a litre, 3 kg, 2 km", "");
+    SAID("play the one with 12 songs", "12");         /* the bare "one" */
+    SAID("", "");
+    CHECK(nd_numbers_said(NULL, NULL, 0) == 0);
+}
+
+static const char *TOOLS =
+    "[{\"name\":\"set_thermostat\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"temperature\":{\"type\":\"integer\",\"minimum\":10,\"maximum\":30},\"fan\":{\"type\":\"number\"},"
+    "\"note\":{\"type\":\"string\"}}}},"
+    "{\"name\":\"pick\",\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"enum\":[1,5]}}}}]";
+
+static const char *fix(const char *calls_json, const char *request, const char *ungrounded)
+{
+    static char out[512];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
+        nd_buf paths, b;
+        nd_buf_init(&paths);
+        nd_buf_init(&b);
+        int np = 0;
+        int n = nd_fix_said_number(calls, tools, request, ungrounded, &paths, &np);
+        nd_buf_puts(&paths, np ? "]" : "[]");
+        nd_json_write(&b, calls, 0);
+        if (n == np) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
+        nd_buf_free(&paths);
+        nd_buf_free(&b);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define FIXES(calls, req, ung, want) CHECKF(strcmp(fix(calls, req, ung), want) == 0, "%s -> %s", req, fix(calls, req, ung))
+
+static void test_calls_repaired(void)
+{
+    const char *c = "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}}]";
+    const char *t = "[\"set_thermostat.temperature\"]";
+    FIXES(c, "thermostat to twenty five degrees", t,
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":25}}]|[\"set_thermostat.temperature\"]");
+    /* not ungrounded: kept */
+    FIXES(c, "thermostat to twenty five degrees", "[]", "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}}]|[]");
+    /* two candidates, none, or one the schema refuses (150 > 30, 21.5 not an integer) */
+    FIXES(c, "thermostat to 25, or 26", t, "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}}]|[]");
+    FIXES(c, "warmer please", t, "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}}]|[]");
+    FIXES(c, "thermostat to 150", t, "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}}]|[]");
+    FIXES(c, "thermostat to 21.5", t, "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}}]|[]");
+    /* the same number said twice is one candidate */
+    FIXES(c, "25 degrees, yes 25", t,
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":25}}]|[\"set_thermostat.temperature\"]");
+    /* a number the call already uses, in another number or a string, is not a candidate */
+    FIXES("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29,\"fan\":3}}]", "fan 3 and 22 degrees", t,
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":22,\"fan\":3}}]|[\"set_thermostat.temperature\"]");
+    FIXES("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29,\"note\":\"room 12\"}}]", "room 12 to 22", t,
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":22,\"note\":\"room 12\"}}]|[\"set_thermostat.temperature\"]");
+    /* decimals where the type is number */
+    FIXES("[{\"name\":\"set_thermostat\",\"arguments\":{\"fan\":2}}]", "fan to 2.5", "[\"set_thermostat.fan\"]",
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"fan\":2.5}}]|[\"set_thermostat.fan\"]");
+    /* two numbers not said, two calls, an enum: left alone */
+    FIXES("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29,\"fan\":7}}]", "22 degrees",
+          "[\"set_thermostat.temperature\",\"set_thermostat.fan\"]",
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29,\"fan\":7}}]|[]");
+    FIXES("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}},{\"name\":\"pick\",\"arguments\":{\"n\":1}}]",
+          "22 degrees", t,
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":29}},{\"name\":\"pick\",\"arguments\":{\"n\":1}}]|[]");
+    FIXES("[{\"name\":\"pick\",\"arguments\":{\"n\":1}}]", "pick 5", "[\"pick.n\"]", "[{\"name\":\"pick\",\"arguments\":{\"n\":1}}]|[]");
+}
+
+static void test_bundled_model_number_is_read(void)
+{
+    needle_model *m = NULL;
+    needle_error err = {0};
+    needle_model_options mo = {.threads = 1};
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
+    if (!m) return;
+    static char demo[1 << 16];
+    FILE *f = fopen("models/tools.json", "rb");
+    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
+    if (f) fclose(f);
+    demo[n] = 0;
+    needle_session_options so = {.tools_json = demo};
+    needle_session *s = NULL;
+    CHECK(needle_session_open(m, &so, &s, &err) == 0);
+    char *env = NULL;
+    if (s) CHECK(needle_session_send(s, "set the thermostat to twenty five degrees celsius", &env, &err) == 0);
+    CHECKF(env && strstr(env, "\"temperature\":25") && strstr(env, "\"ungrounded\":[]"), "%s", env ? env : "(none)");
+    needle_free(env);
+    needle_session_close(s);
+    needle_model_close(m);
+}
+
+int main(void)
+{
+    RUN(test_numbers_read);
+    RUN(test_calls_repaired);
+    RUN(test_bundled_model_number_is_read);
+    return check_summary();
+}
