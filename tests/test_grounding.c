@@ -160,6 +160,12 @@ static void test_numbers_said_outside_the_schema(void)
     EXPECT_OUT_OF_RANGE(oven, "oven to 250", "[\"set_oven.temperature\"]");
     EXPECT_OUT_OF_RANGE(oven, "oven to 30 please", "[\"set_oven.temperature\"]");
     EXPECT_OUT_OF_RANGE(oven, "oven to 200", "[]");
+    /* a number in words is one number: "one hundred and twenty-two" is 122, inside the
+     * bounds, not also 1, 2 and 20 below the minimum (the model's 180 is ungrounded,
+     * not out of schema); "half" is not 0.5 */
+    EXPECT_OUT_OF_RANGE(oven, "oven to one hundred and twenty-two degrees", "[]");
+    EXPECT_OUT_OF_RANGE(oven, "oven to half of two hundred and fifty", "[\"set_oven.temperature\"]");
+    EXPECT_OUT_OF_RANGE(oven, "oven to twenty degrees", "[\"set_oven.temperature\"]");
     /* the argument the decoder saw the schema bend comes first, and once */
     nd_json *calls = NULL, *tools = NULL;
     needle_error e;

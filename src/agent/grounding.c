@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "agent/said_number.h"
 #include "needle.h"
 
 /* ------------------------------------------------------------------ the text as words and numbers */
@@ -21,7 +22,6 @@ typedef struct heard {
     int n_words;
     double *nums;   /* every number said, in digits or words */
     int n_nums, cap_nums;
-    int implicit_one; /* the index of the 1 that goes without saying (not said) */
     int oom;
 } heard;
 
@@ -117,7 +117,6 @@ static void read_numbers(heard *h)
         }
         i = j;
     }
-    h->implicit_one = h->n_nums;
     add_num(h, 1); /* "a", "an", "one" go without saying */
     double cur = -1, total = 0;
     for (int i = 0; i <= h->n_words; i++) {
@@ -454,6 +453,7 @@ static int date_grounded(const heard *h, const char *system, const char *v, long
 typedef struct walker {
     const heard *h;
     const heard *req; /* the latest request alone, or NULL */
+    const char *request; /* its text */
     const char *system;
     nd_grounding *g;
 } walker;
@@ -492,14 +492,16 @@ static int outside(const nd_json *schema, double v)
            (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b);
 }
 
-/* Does the request say a number outside the schema's bounds?  Numbers in
- * digits or words as the grounding check reads them (not the 1 that goes
- * without saying), and negative ones: "-10" (a '-' that starts a word) or
- * "minus 10". */
-static int said_outside(const heard *r, const nd_json *schema)
+/* Does the request say a number outside the schema's bounds?  The numbers
+ * it says as values (said_number.h: "one hundred and twenty-two" is 122, not
+ * also 1, 2, 20 and 100 as the grounding reads it; no halves, quarters or
+ * sums), and negative ones: "-10" (a '-' that starts a word) or "minus 10". */
+static int said_outside(const heard *r, const char *request, const nd_json *schema)
 {
-    for (int i = 0; i < r->n_nums; i++)
-        if (i != r->implicit_one && outside(schema, r->nums[i])) return 1;
+    double said[64];
+    int n = nd_numbers_said(request, said, 64);
+    for (int i = 0; i < n; i++)
+        if (outside(schema, said[i])) return 1;
     const char *t = r->low;
     for (size_t i = 0; i + 1 < r->len; i++) {
         int sign = t[i] == '-' && isdigit((unsigned char)t[i + 1]) && (i == 0 || !word_byte((unsigned char)t[i - 1]));
@@ -523,7 +525,7 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
             flag(w, path);
             /* a value not said, where the request says one the schema refuses: the
              * user asked for something outside the schema ("150%" -> 15) */
-            if (w->req && said_outside(w->req, schema))
+            if (w->req && said_outside(w->req, w->request, schema))
                 add_path(&w->g->out_of_schema, &w->g->n_out_of_schema, path);
         }
         break;
@@ -705,7 +707,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
     memset(&req, 0, sizeof req);
     int rc = heard_init(&h, heard_text, request, system);
     if (!rc && request) rc = heard_init(&req, request, NULL, NULL);
-    walker w = {&h, request ? &req : NULL, system, g};
+    walker w = {&h, request ? &req : NULL, request, system, g};
     if (bent && calls && calls->type == ND_JSON_ARRAY && calls->count > 0)
         add_path(&g->out_of_schema, &g->n_out_of_schema, bent);
     for (size_t i = 0; !rc && calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {

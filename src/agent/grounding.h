@@ -21,10 +21,11 @@
  *               flagged.
  *   out_of_schema  "tool.path" of every ungrounded number whose schema bounds
  *               (minimum, maximum, exclusive ones) refuse a number the latest
- *               request says (digits, words, "-10", "minus 10"): the user
- *               asked for a value outside the schema and the model wrote
- *               another one ("150% brightness" -> 15).  The implicit "one"
- *               is not a number said here.
+ *               request says as a value (said_number.h: digits and whole
+ *               number words, so "one hundred and twenty-two" is 122 alone;
+ *               and "-10", "minus 10"): the user asked for a value outside
+ *               the schema and the model wrote another one ("150%
+ *               brightness" -> 15).
  *   missing     "tool.key" of every required free-text argument filled with
  *               a placeholder: a word of the tool's own name ("room":
  *               "lights" for set_lights) or the same string as another
