@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "agent/said_number.h"
+#include "agent/said_quantity.h"
 #include "needle.h"
 
 /* ------------------------------------------------------------------ the text as words and numbers */
@@ -174,6 +175,14 @@ static int heard_init(heard *h, const char *a, const char *b, const char *c)
         i = j;
     }
     read_numbers(h);
+    /* durations and volumes said with their unit, in minutes and millilitres
+     * ("three quarters of an hour" is 45; x60 and x1000 steps apply as to any
+     * number said) */
+    double q[32];
+    int nq = nd_quantities_said(h->low, 't', q, 32);
+    for (int i = 0; i < nq; i++) add_num(h, q[i]);
+    nq = nd_quantities_said(h->low, 'v', q, 32);
+    for (int i = 0; i < nq; i++) add_num(h, q[i]);
     return h->oom ? NEEDLE_ENOMEM : 0;
 }
 

@@ -10,10 +10,6 @@
 
 #define MAX_WORDS 256
 
-typedef struct {
-    size_t at, len; /* a run of ASCII letters (lowered in low) */
-} span;
-
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -55,44 +51,75 @@ static const char *const SMALL[] = {"zero",    "one",     "two",      "three",  
                                     "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"};
 static const char *const TENS[] = {"twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
 
-static int small_word(const char *w, size_t n)
+static int small_word(const char *w)
 {
     for (int v = 0; v < 20; v++)
-        if (strlen(SMALL[v]) == n && !memcmp(SMALL[v], w, n)) return v;
-    return -1;
-}
-static int tens_word(const char *w, size_t n)
-{
-    for (int k = 0; k < 8; k++)
-        if (strlen(TENS[k]) == n && !memcmp(TENS[k], w, n)) return 20 + 10 * k;
+        if (!strcmp(SMALL[v], w)) return v;
     return -1;
 }
 
 /* Below 100 at words[i]: "seven", "twenty five"; -1 if none. */
-static int below_hundred(const char *low, const span *w, int n, int i, int *next)
+static int below_hundred(char (*w)[16], int n, int i, int *next)
 {
     if (i >= n) return -1;
-    int v = small_word(low + w[i].at, w[i].len);
+    int v = small_word(w[i]);
     if (v >= 0) {
         *next = i + 1;
         return v;
     }
-    v = tens_word(low + w[i].at, w[i].len);
+    for (int k = 0; k < 8 && v < 0; k++)
+        if (!strcmp(TENS[k], w[i])) v = 20 + 10 * k;
     if (v < 0) return -1;
     *next = i + 1;
-    if (i + 1 < n) {
-        int u = small_word(low + w[i + 1].at, w[i + 1].len);
-        if (u >= 1 && u <= 9) {
-            *next = i + 2;
-            v += u;
-        }
+    int u = i + 1 < n ? small_word(w[i + 1]) : -1;
+    if (u >= 1 && u <= 9) {
+        *next = i + 2;
+        v += u;
     }
     return v;
 }
 
-static int is_w(const char *low, const span *w, int n, int i, const char *s)
+int nd_number_in_words(char (*w)[16], int n, int i, int *next)
 {
-    return i >= 0 && i < n && w[i].len == strlen(s) && !memcmp(low + w[i].at, s, w[i].len);
+    int v;
+    if (i + 1 < n && !strcmp(w[i], "a") && !strcmp(w[i + 1], "hundred")) {
+        v = 1;
+        *next = i + 1;
+    } else if ((v = below_hundred(w, n, i, next)) < 0) {
+        return -1;
+    }
+    if (*next < n && !strcmp(w[*next], "hundred")) {
+        v *= 100;
+        int j = *next + 1;
+        if (j < n && !strcmp(w[j], "and")) j++;
+        int after = j, rest = below_hundred(w, n, j, &after);
+        if (rest >= 0) {
+            v += rest;
+            j = after;
+        }
+        *next = j;
+    }
+    return v;
+}
+
+int nd_lower_words(const char *text, char (*w)[16], size_t *ends, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; text[i] && n < cap;) {
+        if (!is_alpha(text[i])) {
+            i++;
+            continue;
+        }
+        size_t k = 0;
+        while (is_alpha(text[i]) || (text[i] == '\'' && is_alpha(text[i + 1]))) {
+            char c = text[i++];
+            if (k + 1 < 16) w[n][k++] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+        }
+        w[n][k] = 0;
+        if (ends) ends[n] = i;
+        n++;
+    }
+    return n;
 }
 
 int nd_numbers_said(const char *request, double *out, int cap)
@@ -127,52 +154,22 @@ int nd_numbers_said(const char *request, double *out, int cap)
         i = j;
     }
     /* words */
-    char *low = malloc(len + 1);
-    if (!low) return k;
-    for (size_t i = 0; i <= len; i++) low[i] = request[i] >= 'A' && request[i] <= 'Z' ? (char)(request[i] + 32) : request[i];
-    span w[MAX_WORDS];
-    int n = 0;
-    for (size_t i = 0; i < len && n < MAX_WORDS;) {
-        if (!is_alpha(low[i])) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < len && is_alpha(low[j])) j++;
-        w[n].at = i;
-        w[n].len = j - i;
-        n++;
-        i = j;
-    }
+    char (*w)[16] = malloc(sizeof(char[16]) * MAX_WORDS);
+    size_t *ends = malloc(sizeof(size_t) * MAX_WORDS);
+    int n = w && ends ? nd_lower_words(request, w, ends, MAX_WORDS) : 0;
     for (int i = 0; i < n && k < cap;) {
-        int next = i, v;
-        if (is_w(low, w, n, i, "a") && is_w(low, w, n, i + 1, "hundred")) {
-            v = 1;
-            next = i + 1;
-        } else {
-            v = below_hundred(low, w, n, i, &next);
-        }
+        int next = i, v = nd_number_in_words(w, n, i, &next);
         if (v < 0) {
             i++;
             continue;
         }
-        if (is_w(low, w, n, next, "hundred")) {
-            v *= 100;
-            next++;
-            if (is_w(low, w, n, next, "and")) next++;
-            int after = next, rest = below_hundred(low, w, n, next, &after);
-            if (rest >= 0) {
-                v += rest;
-                next = after;
-            }
-        }
-        /* "one" as in "one of", "the one", "minus five", "five hours": not a value said */
-        int negative = is_w(low, w, n, i - 1, "minus");
-        if (!negative && !(v == 1 && next == i + 1) && !converts_after(low, w[next - 1].at + w[next - 1].len))
-            out[k++] = v;
+        /* "one" as in "the one", "minus five", "five hours": not a value said */
+        int negative = i > 0 && !strcmp(w[i - 1], "minus");
+        if (!negative && !(v == 1 && next == i + 1) && !converts_after(request, ends[next - 1])) out[k++] = v;
         i = next;
     }
-    free(low);
+    free(w);
+    free(ends);
     return k;
 }
 

@@ -30,6 +30,16 @@
  * out (duplicates kept); returns how many. */
 int nd_numbers_said(const char *request, double *out, int cap);
 
+/* The words of text (runs of ASCII letters and inner apostrophes, lowered,
+ * longer ones cut to 15 bytes) into w, at most cap; ends[i] (may be NULL) is
+ * the byte after word i.  Returns how many. */
+int nd_lower_words(const char *text, char (*w)[16], size_t *ends, int cap);
+
+/* A number written in words starting at w[i] ("twenty five", "a hundred
+ * and fifty", "seven"): its value, with *next the word after it; -1 when
+ * w[i] starts none ("a" alone is not one). */
+int nd_number_in_words(char (*w)[16], int n, int i, int *next);
+
 /* Write the one candidate over the one ungrounded number argument of the one
  * call (`ungrounded`: the grounding checks' JSON array of "tool.key"
  * strings).  The argument's "tool.key" is appended to *paths (a JSON array

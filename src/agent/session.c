@@ -16,6 +16,7 @@
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
 #include "agent/said_number.h"
+#include "agent/said_quantity.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -616,15 +617,22 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             /* With copying on, values the request states are taken from it where the
              * model's differ: a name copied in part is finished (name_span.h), an
              * optional choice named is added (said_choice.h), the clock time said is
-             * written (clock_time.h), and after the grounding checks, the one number
-             * said replaces the one number not said (said_number.h). */
+             * written (clock_time.h), a duration or volume is converted to the
+             * argument's unit (said_quantity.h), and after the grounding checks, the
+             * one number said replaces the one number not said (said_number.h). */
             int repair = s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
             int n_completed = 0, changed = 0;
             if (repair) {
                 int a = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int b = a < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
                 int c = b < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
-                changed = a < 0 || b < 0 || c < 0 ? -1 : a + b + c;
+                /* a duration or volume in the argument's unit (said_quantity.h); one the
+                 * schema refuses is a value outside the schema, as a bent one */
+                char outside[260];
+                int q = c < 0 ? -1 : nd_fix_said_quantity(calls, s->tools, s->last_request, &completed, &n_completed,
+                                                          outside, sizeof outside);
+                if (outside[0] && !bent[0]) memcpy(bent, outside, sizeof outside);
+                changed = a < 0 || b < 0 || c < 0 || q < 0 ? -1 : a + b + c + q;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);

@@ -1,8 +1,9 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
  * the name finisher (agent/name_span.c), the choices said
- * (agent/said_choice.c), the clock time read (agent/clock_time.c) and the
- * number read (agent/said_number.c).
+ * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
+ * number read (agent/said_number.c) and the quantities converted
+ * (agent/said_quantity.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -20,6 +21,7 @@
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
 #include "agent/said_number.h"
+#include "agent/said_quantity.h"
 #include "core/json.h"
 
 static const char *TOOLS =
@@ -27,7 +29,8 @@ static const char *TOOLS =
     "\"brightness\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100},\"days\":{\"type\":\"array\",\"items\":"
     "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":7}},\"at\":{\"type\":\"string\"},"
     "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]},"
-    "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"}}}}]";
+    "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},"
+    "\"timer_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":120}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -69,6 +72,15 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
         if (!(nums[i] >= 0)) abort(); /* never negative, never NaN */
     int numbered = nd_fix_said_number(wide, tools, request, "[\"set_lights.brightness\"]", &paths, &np);
     if (numbered < 0 || np != n + added + timed + numbered) abort();
+    for (int kind = 0; kind < 2; kind++) {
+        double q[16];
+        int nq = nd_quantities_said(request, kind ? 'v' : 't', q, 16);
+        for (int i = 0; i < nq; i++)
+            if (!(q[i] >= 0 && q[i] < 1e300)) abort();
+    }
+    char outside[64];
+    int converted = nd_fix_said_quantity(wide, tools, request, &paths, &np, outside, sizeof outside);
+    if (converted < 0 || np != n + added + timed + numbered + converted || strlen(outside) >= sizeof outside) abort();
     nd_buf_puts(&paths, np ? "]" : "[]");
     check_string_array(&paths);
     nd_buf_free(&paths);
