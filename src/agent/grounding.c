@@ -377,7 +377,7 @@ static int time_grounded(const heard *h, int H, int M)
 }
 
 /* Days since 1970-01-01 of a civil date (H. Hinnant's algorithm). */
-static long days_from_civil(long y, int m, int d)
+long nd_days_from_civil(long y, int m, int d)
 {
     y -= m <= 2;
     long era = (y >= 0 ? y : y - 399) / 400;
@@ -429,7 +429,7 @@ static long base_date(const char *system, int *found)
         size_t rest = strlen(p);
         if (parse_date(p, rest < 10 ? rest : 10, &y, &m, &d)) {
             *found = 1;
-            return days_from_civil(y, m, d);
+            return nd_days_from_civil(y, m, d);
         }
     }
     return 0;
@@ -438,7 +438,7 @@ static long base_date(const char *system, int *found)
 static int date_grounded(const heard *h, const char *system, const char *v, long y, int m, int d)
 {
     if (strstr(h->low, v) || (said_month(h, m) && said_integer(h, d))) return 1;
-    long day = days_from_civil(y, m, d);
+    long day = nd_days_from_civil(y, m, d);
     int wd = (int)(((day % 7) + 11) % 7); /* 1970-01-01 was a Thursday (4) */
     int have_base;
     long base = base_date(system, &have_base);

@@ -71,6 +71,9 @@ void nd_grounding_free(nd_grounding *g);
  * OpenAI wrapper {"type":"function","function":{...}}), or NULL. */
 const nd_json *nd_tool_parameters(const nd_json *tools, const char *name);
 
+/* Days since 1970-01-01 of a civil date (proleptic Gregorian). */
+long nd_days_from_civil(long y, int m, int d);
+
 /* The negation test alone (calls may be NULL). */
 int nd_request_negates(const char *request, const nd_json *calls);
 

@@ -15,6 +15,7 @@
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
+#include "agent/said_date.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "core/error.h"
@@ -618,7 +619,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
              * model's differ: a name copied in part is finished (name_span.h), an
              * optional choice named is added (said_choice.h), the clock time said is
              * written (clock_time.h), a duration or volume is converted to the
-             * argument's unit (said_quantity.h), and after the grounding checks, the
+             * argument's unit (said_quantity.h), the date said is written or added
+             * (said_date.h), and after the grounding checks, the
              * one number said replaces the one number not said (said_number.h). */
             int repair = s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
             int n_completed = 0, changed = 0;
@@ -632,7 +634,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int q = c < 0 ? -1 : nd_fix_said_quantity(calls, s->tools, s->last_request, &completed, &n_completed,
                                                           outside, sizeof outside);
                 if (outside[0] && !bent[0]) memcpy(bent, outside, sizeof outside);
-                changed = a < 0 || b < 0 || c < 0 || q < 0 ? -1 : a + b + c + q;
+                /* the date said, written or added (said_date.h) */
+                int e = q < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
+                changed = a < 0 || b < 0 || c < 0 || q < 0 || e < 0 ? -1 : a + b + c + q + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);

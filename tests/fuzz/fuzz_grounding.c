@@ -2,8 +2,8 @@
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
  * the name finisher (agent/name_span.c), the choices said
  * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
- * number read (agent/said_number.c) and the quantities converted
- * (agent/said_quantity.c).
+ * number read (agent/said_number.c), the quantities converted
+ * (agent/said_quantity.c) and the date read (agent/said_date.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -20,6 +20,7 @@
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
+#include "agent/said_date.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "core/json.h"
@@ -30,7 +31,8 @@ static const char *TOOLS =
     "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":7}},\"at\":{\"type\":\"string\"},"
     "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]},"
     "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},"
-    "\"timer_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":120}}}}]";
+    "\"timer_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":120},"
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -81,6 +83,12 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     char outside[64];
     int converted = nd_fix_said_quantity(wide, tools, request, &paths, &np, outside, sizeof outside);
     if (converted < 0 || np != n + added + timed + numbered + converted || strlen(outside) >= sizeof outside) abort();
+    char date[11];
+    if (nd_date_said(request, "date: 2026-12-06", date) &&
+        (strlen(date) != 10 || date[4] != '-' || date[7] != '-'))
+        abort();
+    int dated = nd_fix_said_date(wide, tools, request, "date: 2026-12-06", &paths, &np);
+    if (dated < 0 || np != n + added + timed + numbered + converted + dated) abort();
     nd_buf_puts(&paths, np ? "]" : "[]");
     check_string_array(&paths);
     nd_buf_free(&paths);
@@ -97,9 +105,9 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
         }
     }
     if (changed > n + timed) abort();
-    if (added && (wide->count != 1 || nd_json_get(&wide->items[0], "arguments")->count !=
+    if (added && (wide->count != 1 || nd_json_get(&wide->items[0], "arguments")->count <
                                            nd_json_get(&calls->items[0], "arguments")->count + (size_t)added))
-        abort();
+        abort(); /* (a date may be added after the choices) */
     nd_buf_reset(&b);
     nd_json_write(&b, wide, 0);
     nd_json *again = NULL;

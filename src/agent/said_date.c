@@ -1,0 +1,291 @@
+/* said_date.c - the date a request says, written into the call (said_date.h). */
+#include "agent/said_date.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/grounding.h"
+#include "agent/said_number.h"
+#include "grammar/regex.h"
+
+/* ------------------------------------------------------------------ calendar */
+
+/* The civil date of a day number (the inverse of nd_days_from_civil; H. Hinnant's algorithm). */
+static void civil_from_days(long z, long *y, int *m, int *d)
+{
+    z += 719468;
+    long era = (z >= 0 ? z : z - 146096) / 146097;
+    long doe = z - era * 146097;
+    long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    long mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+static int days_in_month(long y, int m)
+{
+    static const int n[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    return m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0) ? 29 : n[m - 1];
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* YYYY-MM-DD at s (a valid date, not inside a longer run of digits): 1 and the day number. */
+static int iso_at(const char *s, size_t i, long *day)
+{
+    if (i > 0 && is_digit(s[i - 1])) return 0;
+    for (int k = 0; k < 10; k++)
+        if (k == 4 || k == 7 ? s[i + k] != '-' : !is_digit(s[i + k])) return 0;
+    if (is_digit(s[i + 10])) return 0;
+    long y = atol(s + i);
+    int m = (s[i + 5] - '0') * 10 + (s[i + 6] - '0'), d = (s[i + 8] - '0') * 10 + (s[i + 9] - '0');
+    if (m < 1 || m > 12 || d < 1 || d > days_in_month(y, m)) return 0;
+    *day = nd_days_from_civil(y, m, d);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ reading */
+
+static const char *const MONTHS[] = {"january", "february", "march",     "april",   "may",      "june",
+                                     "july",    "august",   "september", "october", "november", "december"};
+static const char *const WEEKDAYS[] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
+
+#define MAX_WORDS 256
+
+typedef struct {
+    char w[MAX_WORDS][16]; /* words, lowered; digits as "#" with num */
+    long num[MAX_WORDS];
+    int n;
+} words;
+
+static void read_words(const char *s, words *t)
+{
+    t->n = 0;
+    for (size_t i = 0; s[i] && t->n < MAX_WORDS;) {
+        if (is_digit(s[i])) {
+            long v = 0;
+            size_t j = i;
+            while (is_digit(s[j]) && v < 100000) v = v * 10 + (s[j++] - '0');
+            while (is_digit(s[j])) j++;
+            strcpy(t->w[t->n], "#");
+            t->num[t->n++] = v;
+            /* an ordinal's letters ("3rd") belong to the number */
+            if ((s[j] == 's' && s[j + 1] == 't') || (s[j] == 'n' && s[j + 1] == 'd') || (s[j] == 'r' && s[j + 1] == 'd') ||
+                (s[j] == 't' && s[j + 1] == 'h'))
+                j += 2;
+            i = j;
+        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) {
+            char one[32];
+            size_t k = 0;
+            while (((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) && k + 1 < sizeof one) one[k++] = s[i++];
+            while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) i++;
+            one[k] = 0;
+            nd_lower_words(one, &t->w[t->n], NULL, 1);
+            t->num[t->n++] = 0;
+        } else {
+            i++;
+        }
+    }
+}
+
+static int is(const words *t, int i, const char *w) { return i >= 0 && i < t->n && !strcmp(t->w[i], w); }
+
+static int month_at(const words *t, int i)
+{
+    for (int m = 0; m < 12; m++)
+        if (is(t, i, MONTHS[m])) return m + 1;
+    return 0;
+}
+
+static int weekday_at(const words *t, int i)
+{
+    for (int d = 0; d < 7; d++)
+        if (is(t, i, WEEKDAYS[d])) return d + 1;
+    return 0;
+}
+
+/* A day of the month at word i: digits 1-31 or an ordinal word ("first" .. "thirty-first" as words). */
+static int day_at(const words *t, int i, int *next)
+{
+    if (is(t, i, "#") && t->num[i] >= 1 && t->num[i] <= 31) {
+        *next = i + 1;
+        return (int)t->num[i];
+    }
+    return 0;
+}
+
+/* The next day number on or after `from` that is month m, day d (year y if y > 0). */
+static long month_day(long from, long y, int m, int d)
+{
+    long fy;
+    int fm, fd;
+    civil_from_days(from, &fy, &fm, &fd);
+    if (y > 0) return d <= days_in_month(y, m) ? nd_days_from_civil(y, m, d) : -1;
+    for (long yy = fy; yy <= fy + 1; yy++)
+        if (d <= days_in_month(yy, m) && nd_days_from_civil(yy, m, d) >= from) return nd_days_from_civil(yy, m, d);
+    return -1;
+}
+
+/* Read one date at word i (base: today's day number, or -1 when unknown). */
+static int date_at(const words *t, int i, long base, long *day, int *next)
+{
+    int j, m, d;
+    if (base >= 0) {
+        if (is(t, i, "today") || is(t, i, "tonight")) { *day = base; *next = i + 1; return 1; }
+        if (is(t, i, "day") && is(t, i + 1, "after") && is(t, i + 2, "tomorrow")) { *day = base + 2; *next = i + 3; return 1; }
+        if (is(t, i, "tomorrow")) { *day = base + 1; *next = i + 1; return 1; }
+        if (is(t, i, "yesterday")) { *day = base - 1; *next = i + 1; return 1; }
+        if (is(t, i, "in")) {
+            long n = -1;
+            j = i + 1;
+            if (is(t, j, "#")) n = t->num[j++];
+            else if (is(t, j, "a") || is(t, j, "one")) { n = 1; j++; }
+            else { int k; n = nd_number_in_words((char (*)[16])t->w, t->n, j, &k); if (n >= 0) j = k; }
+            if (n >= 0 && (is(t, j, "day") || is(t, j, "days"))) { *day = base + n; *next = j + 1; return 1; }
+            if (n >= 0 && (is(t, j, "week") || is(t, j, "weeks"))) { *day = base + 7 * n; *next = j + 1; return 1; }
+        }
+        int wd = weekday_at(t, i);
+        if (wd) {
+            int today = (int)(((base % 7) + 7 + 3) % 7) + 1; /* 1970-01-01 was a Thursday (4) */
+            int delta = (wd - today + 7) % 7;
+            if (delta == 0 && !is(t, i - 1, "this")) delta = 7;
+            *day = base + delta;
+            *next = i + 1;
+            return 1;
+        }
+    }
+    /* "March 3rd [2027]", "3 March [2027]", "the 3rd of March [2027]" */
+    long y = 0;
+    if ((m = month_at(t, i)) && (d = day_at(t, i + 1, &j))) {
+        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = t->num[j++];
+    } else if ((d = day_at(t, i, &j)) && ((m = month_at(t, j)) || (is(t, j, "of") && (m = month_at(t, j + 1)) && ++j))) {
+        j++;
+        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = t->num[j++];
+    } else {
+        return 0;
+    }
+    if (y == 0 && base < 0) return 0;
+    long dd = month_day(base, y, m, d);
+    if (dd < 0) return 0;
+    *day = dd;
+    *next = j;
+    return 1;
+}
+
+int nd_date_said(const char *request, const char *system, char out[11])
+{
+    if (!request) return 0;
+    long base = -1;
+    for (size_t i = 0; system && system[i] && base < 0; i++) (void)iso_at(system, i, &base);
+    int found = 0;
+    long day = 0;
+    /* ISO dates in the text */
+    for (size_t i = 0; request[i]; i++) {
+        long d;
+        if (iso_at(request, i, &d)) { /* (iso_at stops at the end of the text) */
+            if (found && d != day) return 0;
+            day = d;
+            found = 1;
+        }
+    }
+    words *t = malloc(sizeof *t);
+    if (!t) return 0;
+    read_words(request, t);
+    for (int i = 0; i < t->n;) {
+        long d;
+        int next;
+        /* (the numbers of an ISO date read as words would give nothing: "#" "-" ...) */
+        if (date_at(t, i, base, &d, &next)) {
+            if (found && d != day) {
+                free(t);
+                return 0;
+            }
+            day = d;
+            found = 1;
+            i = next;
+        } else {
+            i++;
+        }
+    }
+    free(t);
+    if (!found) return 0;
+    long y;
+    int m, dd;
+    civil_from_days(day, &y, &m, &dd);
+    if (y < 1000 || y > 9999) return 0;
+    long digits[8] = {y / 1000, y / 100 % 10, y / 10 % 10, y % 10, m / 10, m % 10, dd / 10, dd % 10};
+    for (int k = 0, o = 0; k < 8; k++) { /* YYYY-MM-DD (snprintf cannot show the compiler it fits) */
+        if (k == 4 || k == 6) out[o++] = '-';
+        out[o++] = (char)('0' + digits[k]);
+    }
+    out[10] = 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ the call */
+
+/* Does the schema take text as a date: format "date", or a pattern that accepts it? */
+static int date_schema(const nd_json *schema, const char *text)
+{
+    const nd_json *t = schema ? nd_json_get(schema, "type") : NULL;
+    if (!t || t->type != ND_JSON_STRING || strcmp(t->str, "string") || nd_json_get(schema, "enum") ||
+        nd_json_get(schema, "const"))
+        return 0;
+    const nd_json *f = nd_json_get(schema, "format"), *p = nd_json_get(schema, "pattern");
+    if (f && f->type == ND_JSON_STRING) return !strcmp(f->str, "date");
+    if (!p || p->type != ND_JSON_STRING) return 0;
+    nd_dfa d;
+    char why[160];
+    if (nd_regex_compile(p->str, p->len, &d, why, sizeof why) != 0) return 0;
+    int32_t s = d.start;
+    for (const char *c = text; *c && s >= 0; c++) s = nd_dfa_step(&d, s, (unsigned char)*c);
+    int ok = s >= 0 && d.accept[s];
+    nd_dfa_free(&d);
+    return ok;
+}
+
+int nd_fix_said_date(nd_json *calls, const nd_json *tools, const char *request, const char *system, nd_buf *paths,
+                     int *n_paths)
+{
+    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request) return 0;
+    const nd_json *name = nd_json_get(&calls->items[0], "name");
+    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
+    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    char date[11];
+    if (!nd_date_said(request, system, date)) return 0;
+    const nd_json *params = nd_tool_parameters(tools, name->str);
+    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+    if (!props || props->type != ND_JSON_OBJECT) return 0;
+    const char *key = NULL;
+    for (size_t k = 0; k < props->count; k++)
+        if (date_schema(&props->items[k], date)) {
+            if (key) return 0; /* two date arguments: which one? */
+            key = props->keys[k];
+        }
+    if (!key || memchr(key, 0, strlen(key))) return 0;
+    nd_json *v = (nd_json *)nd_json_get(args, key);
+    if (v && v->type == ND_JSON_STRING && v->len == 10 && !memcmp(v->str, date, 10)) return 0;
+    if (v) {
+        if (v->type != ND_JSON_STRING) return 0;
+        char *copy = malloc(11);
+        if (!copy) return -1;
+        memcpy(copy, date, 11);
+        free(v->str);
+        v->str = copy;
+        v->len = 10;
+    } else if (nd_json_object_add_string(args, key, date)) {
+        return -1;
+    }
+    nd_buf p;
+    nd_buf_init(&p);
+    nd_buf_printf(&p, "%s.%s", name->str, key);
+    nd_buf_putc(paths, *n_paths ? ',' : '[');
+    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
+    if (p.oom) paths->oom = 1;
+    nd_buf_free(&p);
+    (*n_paths)++;
+    return paths->oom ? -1 : 1;
+}
