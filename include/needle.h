@@ -110,9 +110,10 @@ typedef struct needle_session_options {
     int grounded_decoding;       /* free-text argument values (strings whose schema has no enum, const,
                                     pattern, format or length bounds) may only be copies - whole words,
                                     case as written - of what the conversation said (user texts, tool
-                                    results) and the system facts: a decode-time constraint; a copied
-                                    name is then finished over the capitalised words beside it in the
-                                    request (validation.completed, docs/envelope.md).
+                                    results) and the system facts: a decode-time constraint.  (In every
+                                    session, values the request settles - a name copied in part, a
+                                    choice named, a time, number, quantity or date said - are then taken
+                                    from it: validation.completed, docs/envelope.md.)
                                     1: on, -1: off, 0: the default: NEEDLE_GROUNDED_DECODING_DEFAULT, but
                                     off when strict is set (strict withholds calls with ungrounded values,
                                     which copying makes rare).  A first turn that runs out of tokens under

@@ -19,7 +19,7 @@
  *     a sentence (capitalised for another reason);
  *   - at most ND_NAME_SPAN_MAX_WORDS words are added on each side.
  *
- * Lower-case requests are left alone.  The KV cache keeps the tokens as the
+ * Lower-case requests are left alone.  Every session (session.c).  The KV cache keeps the tokens as the
  * model wrote them (as for a repeat cut): a follow-up turn sees the shorter
  * value in the model's own earlier answer. */
 #ifndef ND_NAME_SPAN_H

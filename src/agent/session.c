@@ -615,14 +615,14 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
              * before the names below change the text's offsets) */
             if (r.bent_at >= 0 && (size_t)r.bent_at < r.calls.len)
                 nd_range_path(r.calls.data, (size_t)r.bent_at, bent, sizeof bent);
-            /* With copying on, values the request states are taken from it where the
-             * model's differ: a name copied in part is finished (name_span.h), an
+            /* Values the request states are taken from it where the model's differ
+             * (every session, strict included; user turns): a name copied in part is finished (name_span.h), an
              * optional choice named is added (said_choice.h), the clock time said is
              * written (clock_time.h), a duration or volume is converted to the
              * argument's unit (said_quantity.h), the date said is written or added
              * (said_date.h), and after the grounding checks, the
              * one number said replaces the one number not said (said_number.h). */
-            int repair = s->grounded && kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
+            int repair = kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
             int n_completed = 0, changed = 0;
             if (repair) {
                 int a = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
