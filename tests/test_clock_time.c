@@ -9,9 +9,7 @@
 #include <string.h>
 
 #include "agent/clock_time.h"
-#include "check.h"
-#include "core/json.h"
-#include "needle.h"
+#include "repair_check.h"
 
 static int hm(int h, int m) { return h * 60 + m; }
 
@@ -68,30 +66,11 @@ static const char *TOOLS =
     "\"time\":{\"type\":\"string\",\"pattern\":\"^[0-2][0-9]:(00|30)$\"}}}},"
     "{\"name\":\"free\",\"parameters\":{\"type\":\"object\",\"properties\":{\"time\":{\"type\":\"string\"}}}}]";
 
-/* The calls after the repair, compactly, with the paths after '|'. */
-static const char *fix(const char *calls_json, const char *request)
+static int clock_fix(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
 {
-    static char out[512];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf paths, b;
-        nd_buf_init(&paths);
-        nd_buf_init(&b);
-        int np = 0;
-        int n = nd_fix_clock_time(calls, tools, request, &paths, &np);
-        nd_buf_puts(&paths, np ? "]" : "[]");
-        nd_json_write(&b, calls, 0);
-        if (n == np) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
-        nd_buf_free(&paths);
-        nd_buf_free(&b);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return nd_fix_clock_time(calls, tools, (const char *)request, paths, np);
 }
+#define fix(calls, req) repair_apply(TOOLS, calls, clock_fix, (void *)(req))
 
 #define FIXES(calls, req, want) CHECKF(strcmp(fix(calls, req), want) == 0, "%s -> %s", req, fix(calls, req))
 
@@ -120,25 +99,10 @@ static void test_calls_repaired(void)
 
 static void test_bundled_model_time_is_read(void)
 {
-    needle_model *m = NULL;
-    needle_error err = {0};
-    needle_model_options mo = {.threads = 1};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
-    if (!m) return;
-    static char demo[1 << 16];
-    FILE *f = fopen("models/tools.json", "rb");
-    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
-    if (f) fclose(f);
-    demo[n] = 0;
-    needle_session_options so = {.tools_json = demo};
-    needle_session *s = NULL;
-    CHECK(needle_session_open(m, &so, &s, &err) == 0);
-    char *env = NULL;
-    if (s) CHECK(needle_session_send(s, "wake me at quarter to nine in the evening", &env, &err) == 0);
+    const char *req[] = {"wake me at quarter to nine in the evening"};
+    char *env = bundled_envelope(NULL, NULL, 0, req, 1);
     CHECKF(env && strstr(env, "\"time\":\"20:45\""), "%s", env ? env : "(none)");
     needle_free(env);
-    needle_session_close(s);
-    needle_model_close(m);
 }
 
 int main(void)

@@ -10,11 +10,7 @@
 #include <string.h>
 
 #include "agent/name_span.h"
-#include "check.h"
-#include "core/json.h"
-#include "needle.h"
-
-#define BUNDLED_MODEL "models/needle-default.cact"
+#include "repair_check.h"
 
 /* The widened value, or "" when nothing changes. */
 static const char *widen(const char *request, const char *value)
@@ -75,39 +71,28 @@ static const char *TOOLS =
     "\"code\":{\"type\":\"string\",\"maxLength\":20},"
     "\"cc\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}}]";
 
+static int names(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
+{
+    return nd_complete_names(calls, tools, (const char *)request, paths, np);
+}
+
 static void test_calls_widen_free_strings_only(void)
 {
-    needle_error err;
-    nd_json *tools = NULL, *calls = NULL;
-    CHECK(nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0);
     const char *req = "text Dmitri Volkov and cc Anna Berg, the code is Sky Blue";
     const char *c = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Dmitri\",\"channel\":\"Volkov\","
                     "\"code\":\"Sky\",\"cc\":[\"Berg\",\"Dmitri Volkov\"]}},"
                     "{\"name\":\"undeclared\",\"arguments\":{\"recipient\":\"Dmitri\"}}]";
-    CHECK(nd_json_parse(c, strlen(c), NULL, &calls, &err) == 0);
-    nd_buf paths;
-    nd_buf_init(&paths);
-    int np = 0;
-    int n = nd_complete_names(calls, tools, req, &paths, &np);
-    nd_buf_puts(&paths, np ? "]" : "[]");
-    CHECKF(n == 2, "widened %d", n);
-    CHECKF(paths.data && strcmp(paths.data, "[\"send_message.recipient\",\"send_message.cc\"]") == 0, "paths %s",
-           paths.data ? paths.data : "(null)");
-    nd_buf out;
-    nd_buf_init(&out);
-    nd_json_write(&out, calls, 0);
     const char *want = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Dmitri Volkov\",\"channel\":\"Volkov\","
                        "\"code\":\"Sky\",\"cc\":[\"Anna Berg\",\"Dmitri Volkov\"]}},"
-                       "{\"name\":\"undeclared\",\"arguments\":{\"recipient\":\"Dmitri\"}}]";
-    CHECKF(out.data && strcmp(out.data, want) == 0, "calls %s", out.data ? out.data : "(null)");
-    nd_buf_free(&out);
-    nd_buf_reset(&paths);
-    /* nothing to widen: the paths are an empty list */
-    np = 0;
-    CHECK(nd_complete_names(calls, tools, req, &paths, &np) == 0 && np == 0 && paths.len == 0);
-    nd_buf_free(&paths);
-    nd_json_free(calls);
-    nd_json_free(tools);
+                       "{\"name\":\"undeclared\",\"arguments\":{\"recipient\":\"Dmitri\"}}]"
+                       "|[\"send_message.recipient\",\"send_message.cc\"]";
+    const char *got = repair_apply(TOOLS, c, names, (void *)req);
+    CHECKF(strcmp(got, want) == 0, "%s", got);
+    /* the widened calls again: nothing left to widen, an empty list */
+    char again[1024];
+    snprintf(again, sizeof again, "%.*s", (int)(strchr(want, '|') - want), want);
+    got = repair_apply(TOOLS, again, names, (void *)req);
+    CHECKF(strncmp(got, again, strlen(again)) == 0 && !strcmp(got + strlen(again), "|[]"), "%s", got);
 }
 
 /* Declarations in the OpenAI wrapper are read the same way. */
@@ -115,74 +100,47 @@ static void test_openai_wrapped_tools(void)
 {
     const char *t = "[{\"type\":\"function\",\"function\":{\"name\":\"call_contact\",\"parameters\":{"
                     "\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}}}}}]";
-    const char *c = "[{\"name\":\"call_contact\",\"arguments\":{\"name\":\"Volkov\"}}]";
-    needle_error err;
-    nd_json *tools = NULL, *calls = NULL;
-    CHECK(nd_json_parse(t, strlen(t), NULL, &tools, &err) == 0 && nd_json_parse(c, strlen(c), NULL, &calls, &err) == 0);
-    nd_buf paths;
-    nd_buf_init(&paths);
-    int np = 0;
-    CHECK(nd_complete_names(calls, tools, "please call Dmitri Volkov", &paths, &np) == 1 && np == 1);
-    nd_buf_putc(&paths, ']');
-    const nd_json *args = calls ? nd_json_get(&calls->items[0], "arguments") : NULL;
-    const nd_json *v = args ? nd_json_get(args, "name") : NULL;
-    CHECK(v && strcmp(v->str, "Dmitri Volkov") == 0 && paths.data && strcmp(paths.data, "[\"call_contact.name\"]") == 0);
-    nd_buf_free(&paths);
-    nd_json_free(calls);
-    nd_json_free(tools);
+    const char *got = repair_apply(t, "[{\"name\":\"call_contact\",\"arguments\":{\"name\":\"Volkov\"}}]", names,
+                                   (void *)"please call Dmitri Volkov");
+    CHECKF(!strcmp(got, "[{\"name\":\"call_contact\",\"arguments\":{\"name\":\"Dmitri Volkov\"}}]|[\"call_contact.name\"]"),
+           "%s", got);
 }
 
-/* The bundled model on a demo tool: the envelope's call and validation.completed. */
-static void send_one(needle_model *m, int grounded, const char **recipient, int *n_completed)
+/* The bundled model on a demo tool: the envelope's recipient and validation.completed. */
+static void send_one(int grounded, const char **recipient, int *n_completed)
 {
-    static char demo[1 << 16];
-    FILE *f = fopen("models/tools.json", "rb");
-    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
-    if (f) fclose(f);
-    demo[n] = 0;
-    needle_session_options so = {.tools_json = demo, .grounded_decoding = grounded};
-    needle_session *s = NULL;
-    needle_error err = {0};
-    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
-    if (!s) return;
-    char *env = NULL;
-    CHECKF(needle_session_send(s, "text Thandiwe Mokoena 'the vet said Biscuit is fine'", &env, &err) == 0 && env,
-           "send: %s", err.message);
+    const char *req[] = {"text Thandiwe Mokoena 'the vet said Biscuit is fine'"};
+    char *env = bundled_envelope(NULL, NULL, grounded, req, 1);
     nd_json *j = NULL;
     needle_error perr;
+    static char rec[128];
+    rec[0] = 0;
+    *recipient = rec;
+    *n_completed = -1;
     if (env && nd_json_parse(env, strlen(env), NULL, &j, &perr) == 0) {
         const nd_json *fc = nd_json_get(j, "function_calls");
         const nd_json *args = fc && fc->type == ND_JSON_ARRAY && fc->count == 1 ? nd_json_get(&fc->items[0], "arguments") : NULL;
         const nd_json *r = args ? nd_json_get(args, "recipient") : NULL;
-        static char rec[128];
         snprintf(rec, sizeof rec, "%s", r && r->type == ND_JSON_STRING ? r->str : "");
-        *recipient = rec;
         const nd_json *v = nd_json_get(j, "validation");
         const nd_json *c = v ? nd_json_get(v, "completed") : NULL;
         *n_completed = c && c->type == ND_JSON_ARRAY ? (int)c->count : -1;
     }
     nd_json_free(j);
     needle_free(env);
-    needle_session_close(s);
 }
 
 static void test_bundled_model_names_are_finished(void)
 {
-    needle_model_options mo = {.threads = 1};
-    needle_model *m = NULL;
-    needle_error err = {0};
-    CHECKF(needle_model_open(BUNDLED_MODEL, NULL, &mo, &m, &err) == 0, "open: %s", err.message);
-    if (!m) return;
     const char *rec = "";
     int nc = -2;
     /* copying on (the default): the model writes "Mokoena", the envelope "Thandiwe Mokoena" */
-    send_one(m, 0, &rec, &nc);
+    send_one(0, &rec, &nc);
     CHECKF(strcmp(rec, "Thandiwe Mokoena") == 0 && nc == 1, "recipient \"%s\", completed %d", rec, nc);
     /* copying off: the model writes a recipient of its own that the request does not
      * hold, so there is nothing to finish (the rule runs in every session) */
-    send_one(m, -1, &rec, &nc);
+    send_one(-1, &rec, &nc);
     CHECKF(nc == 0, "completed %d (recipient \"%s\")", nc, rec);
-    needle_model_close(m);
 }
 
 int main(void)

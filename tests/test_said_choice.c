@@ -3,13 +3,8 @@
  * whole words only, what is left alone (two values said, a required or
  * present argument, a word inside a copied value, two calls, non-enum
  * strings), the path list, and the envelope through the public API. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "agent/said_choice.h"
-#include "check.h"
-#include "core/json.h"
-#include "needle.h"
+#include "repair_check.h"
 
 static const char *TOOLS =
     "[{\"name\":\"set_climate\",\"parameters\":{\"type\":\"object\",\"properties\":{"
@@ -23,31 +18,11 @@ static const char *TOOLS =
     "{\"name\":\"send_message\",\"parameters\":{\"type\":\"object\",\"properties\":{"
     "\"text\":{\"type\":\"string\"},\"channel\":{\"type\":\"string\",\"enum\":[\"sms\",\"high priority\"]}}}}]";
 
-/* The calls after adding the choices said in request, written compactly, with
- * the paths list after a '|' (or "(error)"). */
-static const char *add(const char *calls_json, const char *request)
+static int choices(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
 {
-    static char out[1024];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf paths, b;
-        nd_buf_init(&paths);
-        nd_buf_init(&b);
-        int np = 0;
-        int n = nd_add_said_choices(calls, tools, request, &paths, &np);
-        nd_buf_puts(&paths, np ? "]" : "[]");
-        nd_json_write(&b, calls, 0);
-        if (n == np) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
-        nd_buf_free(&paths);
-        nd_buf_free(&b);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return nd_add_said_choices(calls, tools, (const char *)request, paths, np);
 }
+#define add(calls, req) repair_apply(TOOLS, calls, choices, (void *)(req))
 
 #define ADDS(calls, req, want) CHECKF(strcmp(add(calls, req), want) == 0, "%s -> %s", req, add(calls, req))
 
@@ -95,27 +70,17 @@ static void test_what_is_left_alone(void)
 /* Through the public API: a tool whose optional enum the request names. */
 static void test_envelope_reports_the_added_choice(void)
 {
-    needle_model *m = NULL;
-    needle_error err = {0};
-    needle_model_options mo = {.threads = 1};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
-    if (!m) return;
     const char *tools = "[{\"name\":\"start_vacuum\",\"description\":\"Start the robot vacuum\",\"parameters\":{"
                         "\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},\"mode\":{\"type\":\"string\","
                         "\"enum\":[\"quiet\",\"turbo\"]}},\"required\":[\"room\"]}}]";
-    needle_session_options so = {.tools_json = tools};
-    needle_session *s = NULL;
-    CHECK(needle_session_open(m, &so, &s, &err) == 0);
-    char *env = NULL;
-    if (s) CHECK(needle_session_send(s, "vacuum the hallway on turbo", &env, &err) == 0);
+    const char *req[] = {"vacuum the hallway on turbo"};
+    char *env = bundled_envelope(tools, NULL, 0, req, 1);
     /* whatever the model writes for the room, a call that left the mode out gets "turbo" */
     const char *fc = env ? strstr(env, "\"function_calls\":[{") : NULL;
     CHECKF(fc && strstr(env, "\"mode\":\"turbo\""), "%s", env ? env : "(none)");
     if (env && strstr(env, "\"completed\":[\"start_vacuum.mode\"]"))
         CHECK(strstr(env, "\"mode\":\"turbo\"}}]") != NULL); /* added after the model's own arguments */
     needle_free(env);
-    needle_session_close(s);
-    needle_model_close(m);
 }
 
 int main(void)

@@ -10,9 +10,7 @@
 #include <string.h>
 
 #include "agent/said_date.h"
-#include "check.h"
-#include "core/json.h"
-#include "needle.h"
+#include "repair_check.h"
 
 static const char *said(const char *req, const char *system)
 {
@@ -67,29 +65,11 @@ static const char *TOOLS =
     "{\"name\":\"trip\",\"parameters\":{\"type\":\"object\",\"properties\":{"
     "\"from\":{\"type\":\"string\",\"format\":\"date\"},\"to\":{\"type\":\"string\",\"format\":\"date\"}}}}]";
 
-static const char *fix(const char *calls_json, const char *request)
+static int date_fix(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
 {
-    static char out[512];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf paths, b;
-        nd_buf_init(&paths);
-        nd_buf_init(&b);
-        int np = 0;
-        int n = nd_fix_said_date(calls, tools, request, "date: 2026-12-03 (Thursday)", &paths, &np);
-        nd_buf_puts(&paths, np ? "]" : "[]");
-        nd_json_write(&b, calls, 0);
-        if (n == np) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
-        nd_buf_free(&paths);
-        nd_buf_free(&b);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return nd_fix_said_date(calls, tools, (const char *)request, "date: 2026-12-03 (Thursday)", paths, np);
 }
+#define fix(calls, req) repair_apply(TOOLS, calls, date_fix, (void *)(req))
 
 #define FIXES(calls, req, want) CHECKF(strcmp(fix(calls, req), want) == 0, "%s -> %s", req, fix(calls, req))
 
@@ -116,25 +96,10 @@ static void test_calls_repaired(void)
 
 static void test_bundled_model_date_added(void)
 {
-    needle_model *m = NULL;
-    needle_error err = {0};
-    needle_model_options mo = {.threads = 1};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
-    if (!m) return;
-    static char demo[1 << 16];
-    FILE *f = fopen("models/tools.json", "rb");
-    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
-    if (f) fclose(f);
-    demo[n] = 0;
-    needle_session_options so = {.tools_json = demo, .system = "date: 2026-12-03 (Thursday)"};
-    needle_session *s = NULL;
-    CHECK(needle_session_open(m, &so, &s, &err) == 0);
-    char *env = NULL;
-    if (s) CHECK(needle_session_send(s, "check the forecast for Nairobi next Tuesday", &env, &err) == 0);
+    const char *req[] = {"check the forecast for Nairobi next Tuesday"};
+    char *env = bundled_envelope(NULL, "date: 2026-12-03 (Thursday)", 0, req, 1);
     CHECKF(env && strstr(env, "\"date\":\"2026-12-08\"") && strstr(env, "\"get_weather.date\""), "%s", env ? env : "(none)");
     needle_free(env);
-    needle_session_close(s);
-    needle_model_close(m);
 }
 
 int main(void)

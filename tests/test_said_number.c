@@ -10,9 +10,7 @@
 #include <string.h>
 
 #include "agent/said_number.h"
-#include "check.h"
-#include "core/json.h"
-#include "needle.h"
+#include "repair_check.h"
 
 /* The numbers said, written "a,b,c". */
 static const char *said(const char *req)
@@ -51,29 +49,15 @@ static const char *TOOLS =
     "\"note\":{\"type\":\"string\"}}}},"
     "{\"name\":\"pick\",\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"enum\":[1,5]}}}}]";
 
-static const char *fix(const char *calls_json, const char *request, const char *ungrounded)
+typedef struct {
+    const char *request, *ungrounded;
+} number_case;
+static int number_fix(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *ctx)
 {
-    static char out[512];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf paths, b;
-        nd_buf_init(&paths);
-        nd_buf_init(&b);
-        int np = 0;
-        int n = nd_fix_said_number(calls, tools, request, ungrounded, &paths, &np);
-        nd_buf_puts(&paths, np ? "]" : "[]");
-        nd_json_write(&b, calls, 0);
-        if (n == np) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
-        nd_buf_free(&paths);
-        nd_buf_free(&b);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    const number_case *c = ctx;
+    return nd_fix_said_number(calls, tools, c->request, c->ungrounded, paths, np);
 }
+#define fix(calls, req, ung) repair_apply(TOOLS, calls, number_fix, &(number_case){req, ung})
 
 #define FIXES(calls, req, ung, want) CHECKF(strcmp(fix(calls, req, ung), want) == 0, "%s -> %s", req, fix(calls, req, ung))
 
@@ -113,25 +97,10 @@ static void test_calls_repaired(void)
 
 static void test_bundled_model_number_is_read(void)
 {
-    needle_model *m = NULL;
-    needle_error err = {0};
-    needle_model_options mo = {.threads = 1};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
-    if (!m) return;
-    static char demo[1 << 16];
-    FILE *f = fopen("models/tools.json", "rb");
-    size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
-    if (f) fclose(f);
-    demo[n] = 0;
-    needle_session_options so = {.tools_json = demo};
-    needle_session *s = NULL;
-    CHECK(needle_session_open(m, &so, &s, &err) == 0);
-    char *env = NULL;
-    if (s) CHECK(needle_session_send(s, "set the thermostat to twenty five degrees celsius", &env, &err) == 0);
+    const char *req[] = {"set the thermostat to twenty five degrees celsius"};
+    char *env = bundled_envelope(NULL, NULL, 0, req, 1);
     CHECKF(env && strstr(env, "\"temperature\":25") && strstr(env, "\"ungrounded\":[]"), "%s", env ? env : "(none)");
     needle_free(env);
-    needle_session_close(s);
-    needle_model_close(m);
 }
 
 int main(void)

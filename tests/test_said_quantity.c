@@ -10,9 +10,7 @@
 #include <string.h>
 
 #include "agent/said_quantity.h"
-#include "check.h"
-#include "core/json.h"
-#include "needle.h"
+#include "repair_check.h"
 
 static const char *said(const char *req, char kind)
 {
@@ -56,29 +54,16 @@ static const char *TOOLS =
     "{\"name\":\"two_durations\",\"parameters\":{\"type\":\"object\",\"properties\":{"
     "\"work_minutes\":{\"type\":\"integer\"},\"rest_minutes\":{\"type\":\"integer\"}}}}]";
 
-static const char *fix(const char *calls_json, const char *request, char *outside)
+typedef struct {
+    const char *request;
+    char *outside;
+} quantity_case;
+static int quantity_fix(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *ctx)
 {
-    static char out[512];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf paths, b;
-        nd_buf_init(&paths);
-        nd_buf_init(&b);
-        int np = 0;
-        int n = nd_fix_said_quantity(calls, tools, request, &paths, &np, outside, 64);
-        nd_buf_puts(&paths, np ? "]" : "[]");
-        nd_json_write(&b, calls, 0);
-        if (n == (np > 0)) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
-        nd_buf_free(&paths);
-        nd_buf_free(&b);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    quantity_case *c = ctx;
+    return nd_fix_said_quantity(calls, tools, c->request, paths, np, c->outside, 64);
 }
+#define fix(calls, req, out) repair_apply(TOOLS, calls, quantity_fix, &(quantity_case){req, out})
 
 #define FIXES(calls, req, want, want_outside)                                                          \
     do {                                                                                               \
@@ -116,34 +101,24 @@ static void test_calls_repaired(void)
 /* End to end: a converted value is written, and the grounding checks see it as said. */
 static void test_session_converts_and_grounds(void)
 {
-    needle_model *m = NULL;
-    needle_error err = {0};
-    needle_model_options mo = {.threads = 1};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "%s", err.message);
-    if (!m) return;
     const char *tools = "[{\"name\":\"set_sleep_timer\",\"description\":\"Stop playback after a number of minutes\","
                         "\"parameters\":{\"type\":\"object\",\"properties\":{\"minutes\":{\"type\":\"integer\","
                         "\"minimum\":1,\"maximum\":120}},\"required\":[\"minutes\"]}}]";
-    needle_session_options so = {.tools_json = tools};
-    needle_session *s = NULL;
-    CHECK(needle_session_open(m, &so, &s, &err) == 0);
-    char *env = NULL;
-    if (s) CHECK(needle_session_send(s, "sleep timer for three quarters of an hour", &env, &err) == 0);
     /* the bundled model calls; whatever number it writes, the call comes out as 45
      * minutes, grounded */
+    const char *first[] = {"sleep timer for three quarters of an hour"};
+    char *env = bundled_envelope(tools, NULL, 0, first, 1);
     CHECKF(env && strstr(env, "\"minutes\":45") && strstr(env, "\"ungrounded\":[]") &&
                strstr(env, "\"completed\":[\"set_sleep_timer.minutes\"]"),
            "%s", env ? env : "(none)");
     needle_free(env);
-    env = NULL;
-    if (s) CHECK(needle_session_send(s, "now make it 5 hours", &env, &err) == 0);
-    /* 300 minutes is outside the schema: the model's call (5) is withheld */
+    /* then 300 minutes is outside the schema: the model's call (5) is withheld */
+    const char *both[] = {"sleep timer for three quarters of an hour", "now make it 5 hours"};
+    env = bundled_envelope(tools, NULL, 0, both, 2);
     CHECKF(env && strstr(env, "\"out_of_schema\":[\"set_sleep_timer.minutes\"]") && strstr(env, "\"function_calls\":[]") &&
                strstr(env, "\"suppressed_calls\":[{"),
            "%s", env ? env : "(none)");
     needle_free(env);
-    needle_session_close(s);
-    needle_model_close(m);
 }
 
 int main(void)

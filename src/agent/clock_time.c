@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/grounding.h"
-#include "core/utf8.h"
-#include "grammar/regex.h"
+#include "agent/repair.h"
 
 /* ------------------------------------------------------------------ tokens */
 
@@ -299,33 +297,16 @@ static int hh_mm(const nd_json *v)
            is_digit(v->str[3]) && is_digit(v->str[4]);
 }
 
-/* Does the schema's pattern accept text (and nothing else of the schema refuse it)? */
-static int pattern_accepts(const nd_json *schema, const char *text)
-{
-    const nd_json *p = schema ? nd_json_get(schema, "pattern") : NULL;
-    if (!p || p->type != ND_JSON_STRING || nd_json_get(schema, "enum") || nd_json_get(schema, "const")) return 0;
-    nd_dfa d;
-    char why[160];
-    if (nd_regex_compile(p->str, p->len, &d, why, sizeof why) != 0) return 0;
-    int32_t s = d.start;
-    for (const char *c = text; *c && s >= 0; c++) s = nd_dfa_step(&d, s, (unsigned char)*c);
-    int ok = s >= 0 && d.accept[s];
-    nd_dfa_free(&d);
-    return ok;
-}
-
 int nd_fix_clock_time(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools) return 0;
-    const nd_json *name = nd_json_get(&calls->items[0], "name");
-    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
-    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    nd_one_call c;
+    if (!nd_repair_one_call(calls, tools, &c)) return 0;
     nd_json *slot = NULL;
     size_t key = 0;
-    for (size_t k = 0; k < args->count; k++)
-        if (hh_mm(&args->items[k])) {
+    for (size_t k = 0; k < c.args->count; k++)
+        if (hh_mm(&c.args->items[k])) {
             if (slot) return 0; /* two times in the call */
-            slot = &args->items[k];
+            slot = &c.args->items[k];
             key = k;
         }
     if (!slot) return 0;
@@ -334,17 +315,10 @@ int nd_fix_clock_time(nd_json *calls, const nd_json *tools, const char *request,
     char text[6] = {(char)('0' + said / 600), (char)('0' + said / 60 % 10), ':', (char)('0' + said % 60 / 10),
                     (char)('0' + said % 10), 0}; /* HH:MM; said < 1440 */
     if (!memcmp(slot->str, text, 5)) return 0;
-    const nd_json *params = nd_tool_parameters(tools, name->str);
-    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
-    if (!pattern_accepts(props ? nd_json_get(props, args->keys[key]) : NULL, text)) return 0;
+    const nd_json *schema = nd_json_get(c.props, c.args->keys[key]);
+    if (!schema || nd_json_get(schema, "enum") || nd_json_get(schema, "const") || !nd_pattern_accepts(schema, text))
+        return 0;
     memcpy(slot->str, text, 5);
-    nd_buf p;
-    nd_buf_init(&p);
-    nd_buf_printf(&p, "%s.%s", name->str, args->keys[key]);
-    nd_buf_putc(paths, *n_paths ? ',' : '[');
-    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
-    if (p.oom) paths->oom = 1;
-    nd_buf_free(&p);
-    (*n_paths)++;
+    nd_repair_note(paths, n_paths, c.tool, c.args->keys[key]);
     return paths->oom ? -1 : 1;
 }

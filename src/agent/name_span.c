@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "agent/grounding.h"
+#include "agent/repair.h"
 #include "core/utf8.h"
 
 /* One whitespace-separated word of the request: [start, end) as written,
@@ -187,18 +188,6 @@ static int widen_value(nd_json *v, const char *request)
     return 1;
 }
 
-static void add_path(nd_buf *paths, int *n, const char *tool, const char *key)
-{
-    nd_buf p;
-    nd_buf_init(&p);
-    nd_buf_printf(&p, "%s.%s", tool, key);
-    nd_buf_putc(paths, *n ? ',' : '[');
-    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
-    if (p.oom) paths->oom = 1;
-    nd_buf_free(&p);
-    (*n)++;
-}
-
 int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
     int widened = 0;
@@ -219,7 +208,7 @@ int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request,
             }
             if (got) {
                 widened++;
-                add_path(paths, n_paths, name->str, args->keys[k]);
+                nd_repair_note(paths, n_paths, name->str, args->keys[k]);
             }
         }
     }

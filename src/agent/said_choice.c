@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/grounding.h"
+#include "agent/repair.h"
 
 /* Words as compared here: runs of ASCII letters and digits and of non-ASCII
  * bytes, ASCII letters lowered ("Fan on HIGH," -> fan on high). */
@@ -118,14 +118,10 @@ static const nd_json *said_value(const nd_json *schema, const words *request, in
 
 int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request) return 0;
-    nd_json *call = &calls->items[0];
-    const nd_json *name = nd_json_get(call, "name");
-    nd_json *args = (nd_json *)nd_json_get(call, "arguments");
-    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
-    const nd_json *params = nd_tool_parameters(tools, name->str);
-    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
-    if (!props || props->type != ND_JSON_OBJECT) return 0;
+    nd_one_call c;
+    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
+    nd_json *args = c.args;
+    const nd_json *params = c.params, *props = c.props;
     words req;
     if (words_of(&req, request, strlen(request))) return -1;
     int added = 0, err = 0;
@@ -141,14 +137,7 @@ int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *reques
             err = 1;
             break;
         }
-        nd_buf p;
-        nd_buf_init(&p);
-        nd_buf_printf(&p, "%s.%s", name->str, key);
-        nd_buf_putc(paths, *n_paths ? ',' : '[');
-        nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
-        if (p.oom) paths->oom = 1;
-        nd_buf_free(&p);
-        (*n_paths)++;
+        nd_repair_note(paths, n_paths, c.tool, key);
         added++;
     }
     free(req.low);

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "agent/grounding.h"
+#include "agent/repair.h"
 #include "agent/said_number.h"
-#include "grammar/regex.h"
 
 /* ------------------------------------------------------------------ calendar */
 
@@ -53,45 +53,8 @@ static const char *const MONTHS[] = {"january", "february", "march",     "april"
                                      "july",    "august",   "september", "october", "november", "december"};
 static const char *const WEEKDAYS[] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
 
-#define MAX_WORDS 256
-
-typedef struct {
-    char w[MAX_WORDS][16]; /* words, lowered; digits as "#" with num */
-    long num[MAX_WORDS];
-    int n;
-} words;
-
-static void read_words(const char *s, words *t)
-{
-    t->n = 0;
-    for (size_t i = 0; s[i] && t->n < MAX_WORDS;) {
-        if (is_digit(s[i])) {
-            long v = 0;
-            size_t j = i;
-            while (is_digit(s[j]) && v < 100000) v = v * 10 + (s[j++] - '0');
-            while (is_digit(s[j])) j++;
-            strcpy(t->w[t->n], "#");
-            t->num[t->n++] = v;
-            /* an ordinal's letters ("3rd") belong to the number */
-            if ((s[j] == 's' && s[j + 1] == 't') || (s[j] == 'n' && s[j + 1] == 'd') || (s[j] == 'r' && s[j + 1] == 'd') ||
-                (s[j] == 't' && s[j + 1] == 'h'))
-                j += 2;
-            i = j;
-        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) {
-            char one[32];
-            size_t k = 0;
-            while (((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) && k + 1 < sizeof one) one[k++] = s[i++];
-            while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) i++;
-            one[k] = 0;
-            nd_lower_words(one, &t->w[t->n], NULL, 1);
-            t->num[t->n++] = 0;
-        } else {
-            i++;
-        }
-    }
-}
-
-static int is(const words *t, int i, const char *w) { return i >= 0 && i < t->n && !strcmp(t->w[i], w); }
+typedef nd_tokens words;
+#define is nd_token_is
 
 static int month_at(const words *t, int i)
 {
@@ -110,7 +73,7 @@ static int weekday_at(const words *t, int i)
 /* A day of the month at word i: digits 1-31 or an ordinal word ("first" .. "thirty-first" as words). */
 static int day_at(const words *t, int i, int *next)
 {
-    if (is(t, i, "#") && t->num[i] >= 1 && t->num[i] <= 31) {
+    if (is(t, i, "#") && t->num[i] >= 1 && t->num[i] <= 31 && t->num[i] == (int)t->num[i]) {
         *next = i + 1;
         return (int)t->num[i];
     }
@@ -141,7 +104,7 @@ static int date_at(const words *t, int i, long base, long *day, int *next)
         if (is(t, i, "in")) {
             long n = -1;
             j = i + 1;
-            if (is(t, j, "#")) n = t->num[j++];
+            if (is(t, j, "#")) n = (long)t->num[j++];
             else if (is(t, j, "a") || is(t, j, "one")) { n = 1; j++; }
             else { int k; n = nd_number_in_words((char (*)[16])t->w, t->n, j, &k); if (n >= 0) j = k; }
             if (n >= 0 && (is(t, j, "day") || is(t, j, "days"))) { *day = base + n; *next = j + 1; return 1; }
@@ -160,10 +123,10 @@ static int date_at(const words *t, int i, long base, long *day, int *next)
     /* "March 3rd [2027]", "3 March [2027]", "the 3rd of March [2027]" */
     long y = 0;
     if ((m = month_at(t, i)) && (d = day_at(t, i + 1, &j))) {
-        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = t->num[j++];
+        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = (long)t->num[j++];
     } else if ((d = day_at(t, i, &j)) && ((m = month_at(t, j)) || (is(t, j, "of") && (m = month_at(t, j + 1)) && ++j))) {
         j++;
-        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = t->num[j++];
+        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = (long)t->num[j++];
     } else {
         return 0;
     }
@@ -193,7 +156,7 @@ int nd_date_said(const char *request, const char *system, char out[11])
     }
     words *t = malloc(sizeof *t);
     if (!t) return 0;
-    read_words(request, t);
+    nd_tokenize(request, t);
     for (int i = 0; i < t->n;) {
         long d;
         int next;
@@ -234,39 +197,25 @@ static int date_schema(const nd_json *schema, const char *text)
     if (!t || t->type != ND_JSON_STRING || strcmp(t->str, "string") || nd_json_get(schema, "enum") ||
         nd_json_get(schema, "const"))
         return 0;
-    const nd_json *f = nd_json_get(schema, "format"), *p = nd_json_get(schema, "pattern");
+    const nd_json *f = nd_json_get(schema, "format");
     if (f && f->type == ND_JSON_STRING) return !strcmp(f->str, "date");
-    if (!p || p->type != ND_JSON_STRING) return 0;
-    nd_dfa d;
-    char why[160];
-    if (nd_regex_compile(p->str, p->len, &d, why, sizeof why) != 0) return 0;
-    int32_t s = d.start;
-    for (const char *c = text; *c && s >= 0; c++) s = nd_dfa_step(&d, s, (unsigned char)*c);
-    int ok = s >= 0 && d.accept[s];
-    nd_dfa_free(&d);
-    return ok;
+    return nd_pattern_accepts(schema, text);
 }
 
 int nd_fix_said_date(nd_json *calls, const nd_json *tools, const char *request, const char *system, nd_buf *paths,
                      int *n_paths)
 {
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request) return 0;
-    const nd_json *name = nd_json_get(&calls->items[0], "name");
-    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
-    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    nd_one_call c;
     char date[11];
-    if (!nd_date_said(request, system, date)) return 0;
-    const nd_json *params = nd_tool_parameters(tools, name->str);
-    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
-    if (!props || props->type != ND_JSON_OBJECT) return 0;
+    if (!request || !nd_repair_one_call(calls, tools, &c) || !nd_date_said(request, system, date)) return 0;
     const char *key = NULL;
-    for (size_t k = 0; k < props->count; k++)
-        if (date_schema(&props->items[k], date)) {
+    for (size_t k = 0; k < c.props->count; k++)
+        if (date_schema(&c.props->items[k], date)) {
             if (key) return 0; /* two date arguments: which one? */
-            key = props->keys[k];
+            key = c.props->keys[k];
         }
-    if (!key || memchr(key, 0, strlen(key))) return 0;
-    nd_json *v = (nd_json *)nd_json_get(args, key);
+    if (!key) return 0;
+    nd_json *v = (nd_json *)nd_json_get(c.args, key);
     if (v && v->type == ND_JSON_STRING && v->len == 10 && !memcmp(v->str, date, 10)) return 0;
     if (v) {
         if (v->type != ND_JSON_STRING) return 0;
@@ -276,16 +225,9 @@ int nd_fix_said_date(nd_json *calls, const nd_json *tools, const char *request, 
         free(v->str);
         v->str = copy;
         v->len = 10;
-    } else if (nd_json_object_add_string(args, key, date)) {
+    } else if (nd_json_object_add_string(c.args, key, date)) {
         return -1;
     }
-    nd_buf p;
-    nd_buf_init(&p);
-    nd_buf_printf(&p, "%s.%s", name->str, key);
-    nd_buf_putc(paths, *n_paths ? ',' : '[');
-    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
-    if (p.oom) paths->oom = 1;
-    nd_buf_free(&p);
-    (*n_paths)++;
+    nd_repair_note(paths, n_paths, c.tool, key);
     return paths->oom ? -1 : 1;
 }

@@ -1,12 +1,11 @@
 /* said_number.c - the one number a request says, written over a number the request does not say (said_number.h). */
 #include "agent/said_number.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/grounding.h"
+#include "agent/repair.h"
 
 #define MAX_WORDS 256
 
@@ -175,31 +174,6 @@ int nd_numbers_said(const char *request, double *out, int cap)
 
 /* ------------------------------------------------------------------ the call */
 
-static int bound(const nd_json *schema, const char *key, double *v)
-{
-    const nd_json *b = nd_json_get(schema, key);
-    if (!b || b->type != ND_JSON_NUMBER) return 0;
-    *v = b->num;
-    return 1;
-}
-
-static int schema_takes(const nd_json *schema, double v)
-{
-    if (!schema || nd_json_get(schema, "enum") || nd_json_get(schema, "const")) return 0;
-    const nd_json *t = nd_json_get(schema, "type");
-    if (!t || t->type != ND_JSON_STRING) return 0;
-    if (!strcmp(t->str, "integer")) {
-        if (v != floor(v)) return 0;
-    } else if (strcmp(t->str, "number")) {
-        return 0;
-    }
-    double b;
-    if ((bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
-        (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b))
-        return 0;
-    return 1;
-}
-
 /* Is v written inside one of the call's string values (as a number of its own)? */
 static int inside_strings(const nd_json *args, double v)
 {
@@ -221,10 +195,10 @@ static int inside_strings(const nd_json *args, double v)
 int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request, const char *ungrounded,
                        nd_buf *paths, int *n_paths)
 {
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request || !ungrounded) return 0;
-    const nd_json *name = nd_json_get(&calls->items[0], "name");
-    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
-    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    nd_one_call c;
+    if (!request || !ungrounded || !nd_repair_one_call(calls, tools, &c)) return 0;
+    nd_json *args = c.args;
+    const char *tool = c.tool;
     nd_json *slot = NULL;
     size_t key = 0;
     for (size_t k = 0; k < args->count; k++) {
@@ -232,7 +206,7 @@ int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request
         nd_buf p;
         nd_buf_init(&p);
         nd_buf_putc(&p, '"');
-        nd_buf_printf(&p, "%s.%s", name->str, args->keys[k]);
+        nd_buf_printf(&p, "%s.%s", tool, args->keys[k]);
         nd_buf_putc(&p, '"');
         int flagged = p.data && strstr(ungrounded, p.data) != NULL; /* (names with '"' never match: fine) */
         nd_buf_free(&p);
@@ -255,26 +229,8 @@ int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request
         found = 1;
     }
     if (!found) return 0;
-    const nd_json *params = nd_tool_parameters(tools, name->str);
-    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
-    if (!schema_takes(props ? nd_json_get(props, args->keys[key]) : NULL, pick)) return 0;
-    char text[40];
-    if (pick == floor(pick) && fabs(pick) < 1e15) snprintf(text, sizeof text, "%lld", (long long)pick);
-    else snprintf(text, sizeof text, "%.15g", pick);
-    char *copy = malloc(strlen(text) + 1);
-    if (!copy) return -1;
-    memcpy(copy, text, strlen(text) + 1);
-    free(slot->str);
-    slot->str = copy;
-    slot->len = strlen(copy);
-    slot->num = pick;
-    nd_buf p;
-    nd_buf_init(&p);
-    nd_buf_printf(&p, "%s.%s", name->str, args->keys[key]);
-    nd_buf_putc(paths, *n_paths ? ',' : '[');
-    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
-    if (p.oom) paths->oom = 1;
-    nd_buf_free(&p);
-    (*n_paths)++;
+    if (!nd_schema_takes_number(nd_json_get(c.props, args->keys[key]), pick, NULL)) return 0;
+    if (nd_json_set_number_value(slot, pick)) return -1;
+    nd_repair_note(paths, n_paths, tool, args->keys[key]);
     return paths->oom ? -1 : 1;
 }

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "agent/grounding.h"
+#include "agent/repair.h"
 #include "agent/said_number.h"
 
-#define MAX_TOKENS 256
 
 /* A unit: its words, its kind ('t' duration, 'v' volume) and its size in the
  * kind's base unit (minutes, millilitres). */
@@ -36,41 +36,8 @@ static int unit_of(const char *w)
     return -1;
 }
 
-/* The request as tokens: words (lower case) and numbers in digits (word "#"). */
-typedef struct {
-    char w[MAX_TOKENS][16];
-    double num[MAX_TOKENS];
-    int n;
-} tokens;
-
-static void tokenize(const char *s, tokens *t)
-{
-    t->n = 0;
-    for (size_t i = 0; s[i] && t->n < MAX_TOKENS;) {
-        char c = s[i];
-        if (c >= '0' && c <= '9') {
-            double v = 0;
-            while (s[i] >= '0' && s[i] <= '9') v = v * 10 + (s[i++] - '0');
-            if (s[i] == '.' && s[i + 1] >= '0' && s[i + 1] <= '9')
-                for (double scale = 0.1; s[++i] >= '0' && s[i] <= '9'; scale /= 10) v += (s[i] - '0') * scale;
-            strcpy(t->w[t->n], "#");
-            t->num[t->n++] = v;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-            /* one word (nd_lower_words on the rest would also read the words after it) */
-            char one[64];
-            size_t k = 0;
-            while (((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) && k + 1 < sizeof one) one[k++] = s[i++];
-            while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')) i++;
-            one[k] = 0;
-            nd_lower_words(one, &t->w[t->n], NULL, 1);
-            t->num[t->n++] = 0;
-        } else {
-            i++;
-        }
-    }
-}
-
-static int is(const tokens *t, int i, const char *w) { return i >= 0 && i < t->n && !strcmp(t->w[i], w); }
+typedef nd_tokens tokens;
+#define is nd_token_is
 
 /* A count at token i: digits, number words, "a"/"an"/"one" (1); -1 if none. */
 static double count_at(const tokens *t, int i, int *next)
@@ -146,7 +113,7 @@ int nd_quantities_said(const char *request, char kind, double *out, int cap)
     if (!request) return 0;
     tokens *t = malloc(sizeof *t);
     if (!t) return 0;
-    tokenize(request, t);
+    nd_tokenize(request, t);
     int k = 0;
     for (int i = 0; i < t->n && k < cap;) {
         double v;
@@ -183,30 +150,18 @@ static int argument_unit(const char *key, const nd_json *schema)
     return -1;
 }
 
-static int bound(const nd_json *schema, const char *key, double *v)
-{
-    const nd_json *b = nd_json_get(schema, key);
-    if (!b || b->type != ND_JSON_NUMBER) return 0;
-    *v = b->num;
-    return 1;
-}
-
 int nd_fix_said_quantity(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths,
                          char *outside, size_t outside_size)
 {
     if (outside_size) outside[0] = 0;
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || !request) return 0;
-    const nd_json *name = nd_json_get(&calls->items[0], "name");
-    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
-    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
-    const nd_json *params = nd_tool_parameters(tools, name->str);
-    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
-    if (!props) return 0;
+    nd_one_call c;
+    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
+    nd_json *args = c.args;
     /* the number arguments with a unit, and how many take each kind */
     int units[64], per_kind_t = 0, per_kind_v = 0;
     size_t m = args->count < 64 ? args->count : 64;
     for (size_t k = 0; k < m; k++) {
-        const nd_json *schema = nd_json_get(props, args->keys[k]);
+        const nd_json *schema = nd_json_get(c.props, args->keys[k]);
         units[k] = args->items[k].type == ND_JSON_NUMBER ? argument_unit(args->keys[k], schema) : -1;
         if (units[k] >= 0) *(UNITS[units[k]].kind == 't' ? &per_kind_t : &per_kind_v) += 1;
     }
@@ -221,37 +176,14 @@ int nd_fix_said_quantity(nd_json *calls, const nd_json *tools, const char *reque
         if (fabs(v - round(v)) < 1e-9) v = round(v);
         nd_json *slot = &args->items[k];
         if (slot->num == v) continue;
-        const nd_json *schema = nd_json_get(props, args->keys[k]);
-        const nd_json *type = schema ? nd_json_get(schema, "type") : NULL;
-        if (!schema || nd_json_get(schema, "enum") || nd_json_get(schema, "const") || !type ||
-            type->type != ND_JSON_STRING || (strcmp(type->str, "integer") && strcmp(type->str, "number")))
-            continue;
-        if (!strcmp(type->str, "integer") && v != floor(v)) continue; /* 90 seconds in whole minutes */
-        double b;
-        if ((bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
-            (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b)) {
-            if (outside_size) snprintf(outside, outside_size, "%s.%s", name->str, args->keys[k]);
-            continue;
+        int bounds_only;
+        if (!nd_schema_takes_number(nd_json_get(c.props, args->keys[k]), v, &bounds_only)) {
+            if (bounds_only && outside_size) snprintf(outside, outside_size, "%s.%s", c.tool, args->keys[k]);
+            continue; /* (90 seconds in whole minutes, an enum: left alone) */
         }
-        char text[40];
-        if (v == floor(v) && fabs(v) < 1e15) snprintf(text, sizeof text, "%lld", (long long)v);
-        else snprintf(text, sizeof text, "%.15g", v);
-        char *copy = malloc(strlen(text) + 1);
-        if (!copy) return -1;
-        memcpy(copy, text, strlen(text) + 1);
-        free(slot->str);
-        slot->str = copy;
-        slot->len = strlen(copy);
-        slot->num = v;
-        nd_buf p;
-        nd_buf_init(&p);
-        nd_buf_printf(&p, "%s.%s", name->str, args->keys[k]);
-        nd_buf_putc(paths, *n_paths ? ',' : '[');
-        nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
-        if (p.oom) paths->oom = 1;
-        nd_buf_free(&p);
-        (*n_paths)++;
-        changed = 1;
+        if (nd_json_set_number_value(slot, v)) return -1;
+        nd_repair_note(paths, n_paths, c.tool, args->keys[k]);
+        changed++;
     }
     return paths->oom ? -1 : changed;
 }

@@ -38,8 +38,8 @@
  * appended to *paths (a JSON array being built: '[' before the first entry,
  * ',' before the others; *n_paths counts them).  An argument whose quantity
  * the schema refuses is named in outside[0..outside_size) as "tool.key"
- * (left empty otherwise).  Returns 1 when the call changed, 0 when not, -1
- * when out of memory. */
+ * (left empty otherwise).  Returns the number of arguments written, -1 when
+ * out of memory. */
 int nd_fix_said_quantity(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths,
                          char *outside, size_t outside_size);
 

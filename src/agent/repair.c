@@ -1,0 +1,132 @@
+/* repair.c - what the value repairs share (repair.h). */
+#include "agent/repair.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/grounding.h"
+#include "agent/said_number.h"
+#include "grammar/regex.h"
+#include "needle.h"
+
+int nd_repair_one_call(nd_json *calls, const nd_json *tools, nd_one_call *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools) return 0;
+    const nd_json *name = nd_json_get(&calls->items[0], "name");
+    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
+    if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
+    out->params = nd_tool_parameters(tools, name->str);
+    out->props = out->params ? nd_json_get(out->params, "properties") : NULL;
+    if (!out->props || out->props->type != ND_JSON_OBJECT) return 0;
+    out->tool = name->str;
+    out->args = args;
+    return 1;
+}
+
+void nd_repair_note(nd_buf *paths, int *n_paths, const char *tool, const char *key)
+{
+    nd_buf p;
+    nd_buf_init(&p);
+    nd_buf_printf(&p, "%s.%s", tool, key);
+    nd_buf_putc(paths, *n_paths ? ',' : '[');
+    nd_json_write_string(paths, p.data ? p.data : "", p.len, 0);
+    if (p.oom) paths->oom = 1;
+    nd_buf_free(&p);
+    (*n_paths)++;
+}
+
+static int bound(const nd_json *schema, const char *key, double *v)
+{
+    const nd_json *b = nd_json_get(schema, key);
+    if (!b || b->type != ND_JSON_NUMBER) return 0;
+    *v = b->num;
+    return 1;
+}
+
+int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only)
+{
+    if (bounds_only) *bounds_only = 0;
+    if (!schema || nd_json_get(schema, "enum") || nd_json_get(schema, "const")) return 0;
+    const nd_json *t = nd_json_get(schema, "type");
+    if (!t || t->type != ND_JSON_STRING) return 0;
+    if (!strcmp(t->str, "integer")) {
+        if (v != floor(v)) return 0;
+    } else if (strcmp(t->str, "number")) {
+        return 0;
+    }
+    double b;
+    if ((bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
+        (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b)) {
+        if (bounds_only) *bounds_only = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int nd_pattern_accepts(const nd_json *schema, const char *text)
+{
+    const nd_json *p = schema ? nd_json_get(schema, "pattern") : NULL;
+    if (!p || p->type != ND_JSON_STRING) return 0;
+    nd_dfa d;
+    char why[160];
+    if (nd_regex_compile(p->str, p->len, &d, why, sizeof why) != 0) return 0;
+    int32_t s = d.start;
+    for (const char *c = text; *c && s >= 0; c++) s = nd_dfa_step(&d, s, (unsigned char)*c);
+    int ok = s >= 0 && d.accept[s];
+    nd_dfa_free(&d);
+    return ok;
+}
+
+int nd_json_set_number_value(nd_json *v, double x)
+{
+    char text[40];
+    if (x == floor(x) && fabs(x) < 1e15) snprintf(text, sizeof text, "%lld", (long long)x);
+    else snprintf(text, sizeof text, "%.15g", x);
+    size_t n = strlen(text);
+    char *copy = malloc(n + 1);
+    if (!copy) return NEEDLE_ENOMEM;
+    memcpy(copy, text, n + 1);
+    free(v->str);
+    v->str = copy;
+    v->len = n;
+    v->num = x;
+    return 0;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+void nd_tokenize(const char *s, nd_tokens *t)
+{
+    t->n = 0;
+    for (size_t i = 0; s[i] && t->n < ND_REPAIR_MAX_TOKENS;) {
+        if (is_digit(s[i])) {
+            double v = 0;
+            while (is_digit(s[i])) v = v * 10 + (s[i++] - '0');
+            if (s[i] == '.' && is_digit(s[i + 1]))
+                for (double scale = 0.1; is_digit(s[++i]); scale /= 10) v += (s[i] - '0') * scale;
+            /* an ordinal's letters ("3rd") belong to the number */
+            if ((s[i] == 's' && s[i + 1] == 't') || (s[i] == 'n' && s[i + 1] == 'd') || (s[i] == 'r' && s[i + 1] == 'd') ||
+                (s[i] == 't' && s[i + 1] == 'h'))
+                if (!is_alpha(s[i + 2])) i += 2;
+            strcpy(t->w[t->n], "#");
+            t->num[t->n++] = v;
+        } else if (is_alpha(s[i])) {
+            size_t start = i;
+            while (is_alpha(s[i]) || (s[i] == '\'' && is_alpha(s[i + 1]))) i++;
+            char one[64];
+            size_t n = i - start < sizeof one - 1 ? i - start : sizeof one - 1;
+            memcpy(one, s + start, n);
+            one[n] = 0;
+            nd_lower_words(one, &t->w[t->n], NULL, 1);
+            t->num[t->n++] = 0;
+        } else {
+            i++;
+        }
+    }
+}
+
+int nd_token_is(const nd_tokens *t, int i, const char *w) { return i >= 0 && i < t->n && !strcmp(t->w[i], w); }

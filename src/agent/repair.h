@@ -1,0 +1,53 @@
+/* repair.h - what the value repairs share (name_span, said_choice, clock_time,
+ * said_number, said_quantity, said_date): the one call they look at, the
+ * list of arguments they changed, the schema checks a written value must
+ * pass, and the request read as words and numbers. */
+#ifndef ND_REPAIR_H
+#define ND_REPAIR_H
+
+#include <stddef.h>
+
+#include "core/buf.h"
+#include "core/json.h"
+
+/* The turn's one call: its tool name, its arguments object and its tool's
+ * "properties" schema.  0 when calls is not exactly one call of a declared
+ * tool with an arguments object. */
+typedef struct {
+    const char *tool;
+    nd_json *args;
+    const nd_json *params, *props;
+} nd_one_call;
+int nd_repair_one_call(nd_json *calls, const nd_json *tools, nd_one_call *out);
+
+/* Append "tool.key" to the JSON array being built in *paths ('[' before the
+ * first entry, ',' before the others; *n_paths counts them, the caller
+ * closes the list). */
+void nd_repair_note(nd_buf *paths, int *n_paths, const char *tool, const char *key);
+
+/* Does a number schema take v: type "integer" (v whole) or "number", inside
+ * minimum / maximum / exclusiveMinimum / exclusiveMaximum, no enum or const?
+ * bounds_only: 1 when the bounds alone refuse v (the rest would take it). */
+int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only);
+
+/* Does the schema's "pattern" accept text (ASCII)?  0 without a pattern. */
+int nd_pattern_accepts(const nd_json *schema, const char *text);
+
+/* Write v into a number value (its literal text as written: whole numbers
+ * without a point).  Returns 0 or NEEDLE_ENOMEM (v unchanged). */
+int nd_json_set_number_value(nd_json *v, double x);
+
+/* The request as tokens: words (ASCII letters and inner apostrophes, lower
+ * case, cut to 15 bytes) and numbers in digits (word "#", value in num; a
+ * decimal part read; an ordinal's letters "3rd" skipped). */
+#define ND_REPAIR_MAX_TOKENS 256
+typedef struct {
+    char w[ND_REPAIR_MAX_TOKENS][16];
+    double num[ND_REPAIR_MAX_TOKENS];
+    int n;
+} nd_tokens;
+void nd_tokenize(const char *text, nd_tokens *t);
+/* Is token i the word w (i may be out of range)? */
+int nd_token_is(const nd_tokens *t, int i, const char *w);
+
+#endif

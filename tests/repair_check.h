@@ -1,0 +1,84 @@
+/* repair_check.h - what the value-repair tests share (test_name_span,
+ * test_said_choice, test_clock_time, test_said_number, test_said_quantity,
+ * test_said_date): run one repair on a call list and show the result, and
+ * send requests to the bundled model through the public API. */
+#ifndef REPAIR_CHECK_H
+#define REPAIR_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/json.h"
+#include "needle.h"
+
+/* One repair: changes calls (parsed) under tools, appends to the paths list,
+ * returns how many arguments it changed or -1. */
+typedef int (*repair_fn)(nd_json *calls, const nd_json *tools, nd_buf *paths, int *n_paths, void *ctx);
+
+/* The calls after the repair, written compactly, then '|' and the paths list
+ * ("[]" when none); "(error)" when a text does not parse, the repair fails
+ * or its count disagrees with the paths it listed. */
+static const char *repair_apply(const char *tools_json, const char *calls_json, repair_fn fn, void *ctx)
+{
+    static char out[1024];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(tools_json, strlen(tools_json), NULL, &tools, &err) == 0) {
+        nd_buf paths, b;
+        nd_buf_init(&paths);
+        nd_buf_init(&b);
+        int np = 0;
+        int n = fn(calls, tools, &paths, &np, ctx);
+        nd_buf_puts(&paths, np ? "]" : "[]");
+        nd_json_write(&b, calls, 0);
+        if (n >= 0 && n == np && b.data && paths.data) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
+        nd_buf_free(&paths);
+        nd_buf_free(&b);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+/* The demo tools (models/tools.json), read once. */
+static const char *demo_tools(void)
+{
+    static char demo[1 << 16];
+    if (!demo[0]) {
+        FILE *f = fopen("models/tools.json", "rb");
+        size_t n = f ? fread(demo, 1, sizeof demo - 1, f) : 0;
+        if (f) fclose(f);
+        demo[n] = 0;
+    }
+    return demo;
+}
+
+/* Send the requests in turn to one session of the bundled model (tools NULL:
+ * the demo tools; grounded as needle_session_options.grounded_decoding) and
+ * return the last envelope (needle_free it), or NULL with a failed check. */
+static char *bundled_envelope(const char *tools, const char *system, int grounded, const char *const *requests, int n)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "open: %s", err.message);
+    if (!m) return NULL;
+    needle_session_options so = {.tools_json = tools ? tools : demo_tools(), .system = system, .grounded_decoding = grounded};
+    needle_session *s = NULL;
+    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
+    char *env = NULL;
+    for (int i = 0; s && i < n; i++) {
+        needle_free(env);
+        env = NULL;
+        CHECKF(needle_session_send(s, requests[i], &env, &err) == 0 && env, "send: %s", err.message);
+    }
+    needle_session_close(s);
+    needle_model_close(m);
+    return env;
+}
+
+#endif
