@@ -20,7 +20,7 @@ typedef int (*repair_fn)(nd_json *calls, const nd_json *tools, nd_buf *paths, in
 /* The calls after the repair, written compactly, then '|' and the paths list
  * ("[]" when none); "(error)" when a text does not parse, the repair fails
  * or its count disagrees with the paths it listed. */
-static const char *repair_apply(const char *tools_json, const char *calls_json, repair_fn fn, void *ctx)
+static inline const char *repair_apply(const char *tools_json, const char *calls_json, repair_fn fn, void *ctx)
 {
     static char out[1024];
     nd_json *calls = NULL, *tools = NULL;
@@ -45,7 +45,7 @@ static const char *repair_apply(const char *tools_json, const char *calls_json, 
 }
 
 /* The demo tools (models/tools.json), read once. */
-static const char *demo_tools(void)
+static inline const char *demo_tools(void)
 {
     static char demo[1 << 16];
     if (!demo[0]) {
@@ -60,7 +60,7 @@ static const char *demo_tools(void)
 /* Send the requests in turn to one session of the bundled model (tools NULL:
  * the demo tools; grounded as needle_session_options.grounded_decoding) and
  * return the last envelope (needle_free it), or NULL with a failed check. */
-static char *bundled_envelope(const char *tools, const char *system, int grounded, const char *const *requests, int n)
+static inline char *bundled_envelope(const char *tools, const char *system, int grounded, const char *const *requests, int n)
 {
     needle_model_options mo = {.threads = 1};
     needle_model *m = NULL;

@@ -9,6 +9,7 @@
 #include "agent/grounding.h"
 #include "agent/repeat_guard.h"
 #include "check.h"
+#include "repair_check.h"
 #include "core/json.h"
 #include "needle.h"
 
@@ -413,32 +414,19 @@ static void test_sessions_withhold_negated_requests(void)
  * session withholds the call and names the argument as missing. */
 static void test_sessions_withhold_placeholders(void)
 {
-    needle_model *m = NULL;
-    needle_error err;
-    needle_model_options mo = {.threads = 1};
-    if (needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err)) {
-        CHECKF(0, "%s", err.message);
-        return;
-    }
     const char *tools = "[{\"name\":\"set_lights\",\"description\":\"Turn a room's lights on or off\",\"parameters\":{"
                         "\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},\"on\":{\"type\":"
                         "\"boolean\"}},\"required\":[\"room\",\"on\"]}}]";
-    needle_session_options so = {.tools_json = tools};
-    needle_session *s = NULL;
-    CHECK(needle_session_open(m, &so, &s, &err) == 0);
-    char *env = NULL;
-    if (s) CHECK(needle_session_send(s, "turn the lights on", &env, &err) == 0);
+    const char *turns[] = {"turn the lights on", "turn the kitchen lights on"};
+    char *env = bundled_envelope(tools, NULL, 0, turns, 1);
     CHECKF(env && strstr(env, "\"function_calls\":[]") && strstr(env, "\"missing\":[\"set_lights.room\"]") &&
                strstr(env, "\"suppressed_calls\":[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"lights\""),
            "%s", env ? env : "(none)");
     needle_free(env);
-    env = NULL;
-    /* a room said: the call stands */
-    if (s) CHECK(needle_session_send(s, "turn the kitchen lights on", &env, &err) == 0);
+    /* then a room said, in the same conversation: the call stands */
+    env = bundled_envelope(tools, NULL, 0, turns, 2);
     CHECKF(env && strstr(env, "\"missing\":[]") && strstr(env, "\"room\":\"kitchen\""), "%s", env ? env : "(none)");
     needle_free(env);
-    needle_session_close(s);
-    needle_model_close(m);
 }
 
 int main(void)

@@ -179,9 +179,7 @@ static int heard_init(heard *h, const char *a, const char *b, const char *c)
      * ("three quarters of an hour" is 45; x60 and x1000 steps apply as to any
      * number said) */
     double q[32];
-    int nq = nd_quantities_said(h->low, 't', q, 32);
-    for (int i = 0; i < nq; i++) add_num(h, q[i]);
-    nq = nd_quantities_said(h->low, 'v', q, 32);
+    int nq = nd_quantities_said(h->low, 0, q, 32);
     for (int i = 0; i < nq; i++) add_num(h, q[i]);
     return h->oom ? NEEDLE_ENOMEM : 0;
 }
@@ -419,17 +417,15 @@ static int said_weekday(const heard *h, int wd)
 }
 
 /* The first YYYY-MM-DD of the system text ("date: 2026-06-12 ..."), as days, or 0 with *found = 0. */
-static long base_date(const char *system, int *found)
+int nd_system_date(const char *system, long *day)
 {
-    *found = 0;
-    if (!system) return 0;
-    for (const char *p = system; *p; p++) {
+    for (const char *p = system; p && *p; p++) {
         long y;
         int m, d;
         size_t rest = strlen(p);
         if (parse_date(p, rest < 10 ? rest : 10, &y, &m, &d)) {
-            *found = 1;
-            return nd_days_from_civil(y, m, d);
+            *day = nd_days_from_civil(y, m, d);
+            return 1;
         }
     }
     return 0;
@@ -440,8 +436,8 @@ static int date_grounded(const heard *h, const char *system, const char *v, long
     if (strstr(h->low, v) || (said_month(h, m) && said_integer(h, d))) return 1;
     long day = nd_days_from_civil(y, m, d);
     int wd = (int)(((day % 7) + 11) % 7); /* 1970-01-01 was a Thursday (4) */
-    int have_base;
-    long base = base_date(system, &have_base);
+    long base = 0;
+    int have_base = nd_system_date(system, &base);
     if (!have_base) return said_weekday(h, wd) || (said_integer(h, m) && said_integer(h, d));
     long delta = day - base;
     if (delta == 0 && (has_word(h, "today") || has_word(h, "tonight"))) return 1;
@@ -494,7 +490,7 @@ static int bound(const nd_json *schema, const char *key, double *v)
     return 1;
 }
 
-static int outside(const nd_json *schema, double v)
+int nd_schema_bounds_refuse(const nd_json *schema, double v)
 {
     double b;
     return (bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
@@ -510,7 +506,7 @@ static int said_outside(const heard *r, const char *request, const nd_json *sche
     double said[64];
     int n = nd_numbers_said(request, said, 64);
     for (int i = 0; i < n; i++)
-        if (outside(schema, said[i])) return 1;
+        if (nd_schema_bounds_refuse(schema, said[i])) return 1;
     const char *t = r->low;
     for (size_t i = 0; i + 1 < r->len; i++) {
         int sign = t[i] == '-' && isdigit((unsigned char)t[i + 1]) && (i == 0 || !word_byte((unsigned char)t[i - 1]));
@@ -520,7 +516,7 @@ static int said_outside(const heard *r, const char *request, const nd_json *sche
             sign = 1;
             j = i + 6;
         }
-        if (sign && outside(schema, -strtod(t + j, NULL))) return 1;
+        if (sign && nd_schema_bounds_refuse(schema, -strtod(t + j, NULL))) return 1;
     }
     return 0;
 }
@@ -617,9 +613,10 @@ static int names_the_tool(const char *tool, const char *word, size_t n)
  * of the tool's own name ("room": "lights" for set_lights, "blinds" for
  * set_blinds) or the same string as another required argument ("track" and
  * "playlist" both "Heroes"; an optional argument that repeats a required one,
- * "name" and "company" both "Leigh", says nothing about the required one).  The request gave no value for it, and the model wrote the
- * nearest words instead; the behaviour contract answers a required value not
- * given with no call ("missing"). */
+ * "name" and "company" both "Leigh", says nothing about the required one).
+ * The request gave no value for it, and the model wrote the nearest words
+ * instead; the behaviour contract answers a required value not given with no
+ * call ("missing"). */
 static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *params, const char *tool)
 {
     const nd_json *req = params ? nd_json_get(params, "required") : NULL;

@@ -74,6 +74,14 @@ const nd_json *nd_tool_parameters(const nd_json *tools, const char *name);
 /* Days since 1970-01-01 of a civil date (proleptic Gregorian). */
 long nd_days_from_civil(long y, int m, int d);
 
+/* Today as the system facts say it: the first YYYY-MM-DD in `system` (may be
+ * NULL) as a day number in *day; 0 when there is none. */
+int nd_system_date(const char *system, long *day);
+
+/* Do the schema's minimum / maximum / exclusiveMinimum / exclusiveMaximum
+ * refuse v? */
+int nd_schema_bounds_refuse(const nd_json *schema, double v);
+
 /* The negation test alone (calls may be NULL). */
 int nd_request_negates(const char *request, const nd_json *calls);
 

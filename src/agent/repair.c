@@ -38,14 +38,6 @@ void nd_repair_note(nd_buf *paths, int *n_paths, const char *tool, const char *k
     (*n_paths)++;
 }
 
-static int bound(const nd_json *schema, const char *key, double *v)
-{
-    const nd_json *b = nd_json_get(schema, key);
-    if (!b || b->type != ND_JSON_NUMBER) return 0;
-    *v = b->num;
-    return 1;
-}
-
 int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only)
 {
     if (bounds_only) *bounds_only = 0;
@@ -57,9 +49,7 @@ int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only)
     } else if (strcmp(t->str, "number")) {
         return 0;
     }
-    double b;
-    if ((bound(schema, "minimum", &b) && v < b) || (bound(schema, "maximum", &b) && v > b) ||
-        (bound(schema, "exclusiveMinimum", &b) && v <= b) || (bound(schema, "exclusiveMaximum", &b) && v >= b)) {
+    if (nd_schema_bounds_refuse(schema, v)) {
         if (bounds_only) *bounds_only = 1;
         return 0;
     }

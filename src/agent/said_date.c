@@ -53,27 +53,24 @@ static const char *const MONTHS[] = {"january", "february", "march",     "april"
                                      "july",    "august",   "september", "october", "november", "december"};
 static const char *const WEEKDAYS[] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
 
-typedef nd_tokens words;
-#define is nd_token_is
-
-static int month_at(const words *t, int i)
+static int month_at(const nd_tokens *t, int i)
 {
     for (int m = 0; m < 12; m++)
-        if (is(t, i, MONTHS[m])) return m + 1;
+        if (nd_token_is(t, i, MONTHS[m])) return m + 1;
     return 0;
 }
 
-static int weekday_at(const words *t, int i)
+static int weekday_at(const nd_tokens *t, int i)
 {
     for (int d = 0; d < 7; d++)
-        if (is(t, i, WEEKDAYS[d])) return d + 1;
+        if (nd_token_is(t, i, WEEKDAYS[d])) return d + 1;
     return 0;
 }
 
-/* A day of the month at word i: digits 1-31 or an ordinal word ("first" .. "thirty-first" as words). */
-static int day_at(const words *t, int i, int *next)
+/* A day of the month at token i: 1-31 in digits ("3", "3rd"); 0 if none. */
+static int day_at(const nd_tokens *t, int i, int *next)
 {
-    if (is(t, i, "#") && t->num[i] >= 1 && t->num[i] <= 31 && t->num[i] == (int)t->num[i]) {
+    if (nd_token_is(t, i, "#") && t->num[i] >= 1 && t->num[i] <= 31 && t->num[i] == (int)t->num[i]) {
         *next = i + 1;
         return (int)t->num[i];
     }
@@ -92,45 +89,60 @@ static long month_day(long from, long y, int m, int d)
     return -1;
 }
 
-/* Read one date at word i (base: today's day number, or -1 when unknown). */
-static int date_at(const words *t, int i, long base, long *day, int *next)
+/* A date relative to today (base) at token i: "today", "tomorrow", "the day
+ * after tomorrow", "yesterday", "in 3 days", "in 2 weeks", a weekday.  Returns
+ * the offset in days and *next, or a value below -1 when none. */
+static long relative_at(const nd_tokens *t, int i, long base, int *next)
+{
+    *next = i + 1;
+    if (nd_token_is(t, i, "today") || nd_token_is(t, i, "tonight")) return 0;
+    if (nd_token_is(t, i, "tomorrow")) return 1;
+    if (nd_token_is(t, i, "yesterday")) return -1;
+    if (nd_token_is(t, i, "day") && nd_token_is(t, i + 1, "after") && nd_token_is(t, i + 2, "tomorrow")) {
+        *next = i + 3;
+        return 2;
+    }
+    if (nd_token_is(t, i, "in")) {
+        int j = i + 1, k;
+        long n = -1;
+        if (nd_token_is(t, j, "#")) n = (long)t->num[j++];
+        else if (nd_token_is(t, j, "a") || nd_token_is(t, j, "one")) n = 1, j++;
+        else if ((n = nd_number_in_words((char (*)[16])t->w, t->n, j, &k)) >= 0) j = k;
+        int days = nd_token_is(t, j, "day") || nd_token_is(t, j, "days");
+        int weeks = nd_token_is(t, j, "week") || nd_token_is(t, j, "weeks");
+        *next = j + 1;
+        if (n >= 0 && (days || weeks)) return weeks ? 7 * n : n;
+    }
+    int wd = weekday_at(t, i);
+    if (wd) { /* the first such day after today; "this" on the day itself is today */
+        int today = (int)(((base % 7) + 7 + 3) % 7) + 1; /* 1970-01-01 was a Thursday (4) */
+        int delta = (wd - today + 7) % 7;
+        *next = i + 1;
+        return delta == 0 && !nd_token_is(t, i - 1, "this") ? 7 : delta;
+    }
+    return -2;
+}
+
+/* Read one date at token i (have_base: today, base, is known). */
+static int date_at(const nd_tokens *t, int i, int have_base, long base, long *day, int *next)
 {
     int j, m, d;
-    if (base >= 0) {
-        if (is(t, i, "today") || is(t, i, "tonight")) { *day = base; *next = i + 1; return 1; }
-        if (is(t, i, "day") && is(t, i + 1, "after") && is(t, i + 2, "tomorrow")) { *day = base + 2; *next = i + 3; return 1; }
-        if (is(t, i, "tomorrow")) { *day = base + 1; *next = i + 1; return 1; }
-        if (is(t, i, "yesterday")) { *day = base - 1; *next = i + 1; return 1; }
-        if (is(t, i, "in")) {
-            long n = -1;
-            j = i + 1;
-            if (is(t, j, "#")) n = (long)t->num[j++];
-            else if (is(t, j, "a") || is(t, j, "one")) { n = 1; j++; }
-            else { int k; n = nd_number_in_words((char (*)[16])t->w, t->n, j, &k); if (n >= 0) j = k; }
-            if (n >= 0 && (is(t, j, "day") || is(t, j, "days"))) { *day = base + n; *next = j + 1; return 1; }
-            if (n >= 0 && (is(t, j, "week") || is(t, j, "weeks"))) { *day = base + 7 * n; *next = j + 1; return 1; }
-        }
-        int wd = weekday_at(t, i);
-        if (wd) {
-            int today = (int)(((base % 7) + 7 + 3) % 7) + 1; /* 1970-01-01 was a Thursday (4) */
-            int delta = (wd - today + 7) % 7;
-            if (delta == 0 && !is(t, i - 1, "this")) delta = 7;
-            *day = base + delta;
-            *next = i + 1;
-            return 1;
-        }
+    long offset = have_base ? relative_at(t, i, base, next) : -2;
+    if (offset >= -1) {
+        *day = base + offset;
+        return 1;
     }
     /* "March 3rd [2027]", "3 March [2027]", "the 3rd of March [2027]" */
     long y = 0;
     if ((m = month_at(t, i)) && (d = day_at(t, i + 1, &j))) {
-        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = (long)t->num[j++];
-    } else if ((d = day_at(t, i, &j)) && ((m = month_at(t, j)) || (is(t, j, "of") && (m = month_at(t, j + 1)) && ++j))) {
-        j++;
-        if (is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = (long)t->num[j++];
+        /* j is after the day */
+    } else if ((d = day_at(t, i, &j)) && ((m = month_at(t, j)) || (nd_token_is(t, j, "of") && (m = month_at(t, j + 1)) && ++j))) {
+        j++; /* after the month */
     } else {
         return 0;
     }
-    if (y == 0 && base < 0) return 0;
+    if (nd_token_is(t, j, "#") && t->num[j] >= 1900 && t->num[j] <= 2200) y = (long)t->num[j++];
+    if (y == 0 && !have_base) return 0;
     long dd = month_day(base, y, m, d);
     if (dd < 0) return 0;
     *day = dd;
@@ -141,8 +153,8 @@ static int date_at(const words *t, int i, long base, long *day, int *next)
 int nd_date_said(const char *request, const char *system, char out[11])
 {
     if (!request) return 0;
-    long base = -1;
-    for (size_t i = 0; system && system[i] && base < 0; i++) (void)iso_at(system, i, &base);
+    long base = 0;
+    int have_base = nd_system_date(system, &base);
     int found = 0;
     long day = 0;
     /* ISO dates in the text */
@@ -154,14 +166,14 @@ int nd_date_said(const char *request, const char *system, char out[11])
             found = 1;
         }
     }
-    words *t = malloc(sizeof *t);
+    nd_tokens *t = malloc(sizeof *t);
     if (!t) return 0;
     nd_tokenize(request, t);
     for (int i = 0; i < t->n;) {
         long d;
         int next;
         /* (the numbers of an ISO date read as words would give nothing: "#" "-" ...) */
-        if (date_at(t, i, base, &d, &next)) {
+        if (date_at(t, i, have_base, base, &d, &next)) {
             if (found && d != day) {
                 free(t);
                 return 0;

@@ -134,7 +134,7 @@ int nd_numbers_said(const char *request, double *out, int cap)
         }
         size_t j = i;
         double v = 0;
-        while (j < len && (is_digit(request[j]) || (request[j] == ',' && j + 3 < len + 1 && is_digit(request[j + 1]) &&
+        while (j < len && (is_digit(request[j]) || (request[j] == ',' && j + 3 < len && is_digit(request[j + 1]) &&
                                                     is_digit(request[j + 2]) && is_digit(request[j + 3]) &&
                                                     (j + 4 >= len || !is_digit(request[j + 4]))))) {
             if (request[j] != ',') v = v * 10 + (request[j] - '0');

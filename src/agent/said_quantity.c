@@ -36,19 +36,16 @@ static int unit_of(const char *w)
     return -1;
 }
 
-typedef nd_tokens tokens;
-#define is nd_token_is
-
 /* A count at token i: digits, number words, "a"/"an"/"one" (1); -1 if none. */
-static double count_at(const tokens *t, int i, int *next)
+static double count_at(const nd_tokens *t, int i, int *next)
 {
     if (i >= t->n) return -1;
     if (!strcmp(t->w[i], "#")) {
         *next = i + 1;
         return t->num[i];
     }
-    if (is(t, i, "a") || is(t, i, "an")) {
-        if (is(t, i + 1, "hundred")) return nd_number_in_words((char (*)[16])t->w, t->n, i, next);
+    if (nd_token_is(t, i, "a") || nd_token_is(t, i, "an")) {
+        if (nd_token_is(t, i + 1, "hundred")) return nd_number_in_words((char (*)[16])t->w, t->n, i, next);
         *next = i + 1;
         return 1;
     }
@@ -56,30 +53,30 @@ static double count_at(const tokens *t, int i, int *next)
 }
 
 /* A quantity starting at token i: its value in the unit's kind base and the kind. */
-static int quantity_at(const tokens *t, int i, double *value, char *kind, int *next)
+static int quantity_at(const nd_tokens *t, int i, double *value, char *kind, int *next)
 {
     double factor = 1, add = 0;
     int j = i;
     /* "half a(n)", "a quarter of an", "three quarters of an" */
-    if (is(t, j, "half") && (is(t, j + 1, "a") || is(t, j + 1, "an"))) {
+    if (nd_token_is(t, j, "half") && (nd_token_is(t, j + 1, "a") || nd_token_is(t, j + 1, "an"))) {
         factor = 0.5;
         j += 2;
     } else {
         int k = j;
         double q = -1;
-        if (is(t, j, "quarter")) {
+        if (nd_token_is(t, j, "quarter")) {
             q = 1;
             k = j + 1;
-        } else if (is(t, j, "a") && is(t, j + 1, "quarter")) {
+        } else if (nd_token_is(t, j, "a") && nd_token_is(t, j + 1, "quarter")) {
             q = 1;
             k = j + 2;
-        } else if (count_at(t, j, &k) > 0 && (is(t, k, "quarters") || is(t, k, "quarter"))) {
+        } else if (count_at(t, j, &k) > 0 && (nd_token_is(t, k, "quarters") || nd_token_is(t, k, "quarter"))) {
             q = count_at(t, j, &k);
             k++;
         }
         if (q > 0) { /* "of" and the article are optional: "a quarter litre" */
-            if (is(t, k, "of")) k++;
-            if (is(t, k, "a") || is(t, k, "an")) k++;
+            if (nd_token_is(t, k, "of")) k++;
+            if (nd_token_is(t, k, "a") || nd_token_is(t, k, "an")) k++;
             factor = q / 4;
             j = k;
         }
@@ -90,7 +87,7 @@ static int quantity_at(const tokens *t, int i, double *value, char *kind, int *n
         n = count_at(t, j, &k);
         if (n < 0) return 0;
         j = k;
-        if (is(t, j, "and") && is(t, j + 1, "a") && is(t, j + 2, "half")) { /* "2 and a half hours" */
+        if (nd_token_is(t, j, "and") && nd_token_is(t, j + 1, "a") && nd_token_is(t, j + 2, "half")) { /* "2 and a half hours" */
             add = 0.5;
             j += 3;
         }
@@ -98,7 +95,7 @@ static int quantity_at(const tokens *t, int i, double *value, char *kind, int *n
     int u = j < t->n ? unit_of(t->w[j]) : -1;
     if (u < 0) return 0;
     j++;
-    if (add == 0 && factor == 1 && is(t, j, "and") && is(t, j + 1, "a") && is(t, j + 2, "half")) { /* "an hour and a half" */
+    if (add == 0 && factor == 1 && nd_token_is(t, j, "and") && nd_token_is(t, j + 1, "a") && nd_token_is(t, j + 2, "half")) { /* "an hour and a half" */
         add = 0.5;
         j += 3;
     }
@@ -111,7 +108,7 @@ static int quantity_at(const tokens *t, int i, double *value, char *kind, int *n
 int nd_quantities_said(const char *request, char kind, double *out, int cap)
 {
     if (!request) return 0;
-    tokens *t = malloc(sizeof *t);
+    nd_tokens *t = malloc(sizeof *t);
     if (!t) return 0;
     nd_tokenize(request, t);
     int k = 0;
@@ -120,7 +117,7 @@ int nd_quantities_said(const char *request, char kind, double *out, int cap)
         char kd;
         int next;
         if (quantity_at(t, i, &v, &kd, &next)) {
-            if (kd == kind) out[k++] = v;
+            if (!kind || kd == kind) out[k++] = v;
             i = next;
         } else {
             i++;

@@ -43,8 +43,8 @@
 int nd_fix_said_quantity(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths,
                          char *outside, size_t outside_size);
 
-/* The quantities of a kind the request says (tests): kind 't' durations in
- * minutes, 'v' volumes in millilitres; at most cap in out; returns how many. */
+/* The quantities of a kind the request says: kind 't' durations in minutes,
+ * 'v' volumes in millilitres, 0 both; at most cap in out; returns how many. */
 int nd_quantities_said(const char *request, char kind, double *out, int cap);
 
 #endif
