@@ -106,8 +106,12 @@ static void test_openai_wrapped_tools(void)
            "%s", got);
 }
 
-/* The bundled model on a demo tool: the envelope's recipient and validation.completed. */
-static void send_one(int grounded, const char **recipient, int *n_completed)
+/* The bundled model on a demo tool: the recipient every call has ("" when the
+ * calls differ or there are none), the number of calls, and how many entries
+ * validation.completed has, all of them "send_message.recipient" (-1 if not).
+ * The number of calls is the model's own: one on the AVX-512 and AVX2 kernel
+ * paths, the same call twice on the portable one. */
+static void send_one(int grounded, const char **recipient, int *n_calls, int *n_completed)
 {
     const char *req[] = {"text Thandiwe Mokoena 'the vet said Biscuit is fine'"};
     char *env = bundled_envelope(NULL, NULL, grounded, req, 1);
@@ -116,15 +120,22 @@ static void send_one(int grounded, const char **recipient, int *n_completed)
     static char rec[128];
     rec[0] = 0;
     *recipient = rec;
-    *n_completed = -1;
+    *n_calls = *n_completed = -1;
     if (env && nd_json_parse(env, strlen(env), NULL, &j, &perr) == 0) {
         const nd_json *fc = nd_json_get(j, "function_calls");
-        const nd_json *args = fc && fc->type == ND_JSON_ARRAY && fc->count == 1 ? nd_json_get(&fc->items[0], "arguments") : NULL;
-        const nd_json *r = args ? nd_json_get(args, "recipient") : NULL;
-        snprintf(rec, sizeof rec, "%s", r && r->type == ND_JSON_STRING ? r->str : "");
+        *n_calls = fc && fc->type == ND_JSON_ARRAY ? (int)fc->count : -1;
+        for (int k = 0; k < *n_calls; k++) {
+            const nd_json *args = nd_json_get(&fc->items[k], "arguments");
+            const nd_json *r = args ? nd_json_get(args, "recipient") : NULL;
+            const char *v = r && r->type == ND_JSON_STRING ? r->str : "";
+            if (k == 0) snprintf(rec, sizeof rec, "%s", v);
+            else if (strcmp(rec, v)) rec[0] = 0;
+        }
         const nd_json *v = nd_json_get(j, "validation");
         const nd_json *c = v ? nd_json_get(v, "completed") : NULL;
         *n_completed = c && c->type == ND_JSON_ARRAY ? (int)c->count : -1;
+        for (size_t k = 0; c && c->type == ND_JSON_ARRAY && k < c->count; k++)
+            if (c->items[k].type != ND_JSON_STRING || strcmp(c->items[k].str, "send_message.recipient")) *n_completed = -1;
     }
     nd_json_free(j);
     needle_free(env);
@@ -133,13 +144,15 @@ static void send_one(int grounded, const char **recipient, int *n_completed)
 static void test_bundled_model_names_are_finished(void)
 {
     const char *rec = "";
-    int nc = -2;
-    /* copying on (the default): the model writes "Mokoena", the envelope "Thandiwe Mokoena" */
-    send_one(0, &rec, &nc);
-    CHECKF(strcmp(rec, "Thandiwe Mokoena") == 0 && nc == 1, "recipient \"%s\", completed %d", rec, nc);
+    int calls = -2, nc = -2;
+    /* copying on (the default): the model writes "Mokoena", the envelope "Thandiwe Mokoena",
+     * in every call, each listed */
+    send_one(0, &rec, &calls, &nc);
+    CHECKF(strcmp(rec, "Thandiwe Mokoena") == 0 && calls >= 1 && nc == calls, "recipient \"%s\", %d calls, completed %d",
+           rec, calls, nc);
     /* copying off: the model writes a recipient of its own that the request does not
      * hold, so there is nothing to finish (the rule runs in every session) */
-    send_one(-1, &rec, &nc);
+    send_one(-1, &rec, &calls, &nc);
     CHECKF(nc == 0, "completed %d (recipient \"%s\")", nc, rec);
 }
 
