@@ -118,6 +118,11 @@ typedef struct needle_session_options {
                                     off when strict is set (strict withholds calls with ungrounded values,
                                     which copying makes rare).  A first turn that runs out of tokens under
                                     the constraint is answered again without it (docs/envelope.md) */
+    int split_requests;          /* a first request answered with one call or none that can be cut in two
+                                    ("... and then ...", "... plus ...") is answered one part at a time,
+                                    and the parts' calls taken when both sides call something grounded
+                                    (validation.split names the parts; docs/envelope.md).  1 or 0: on
+                                    (the default), -1: off */
 } needle_session_options;
 
 /* What grounded_decoding 0 means outside strict sessions (1: on). */

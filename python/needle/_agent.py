@@ -155,12 +155,15 @@ class Needle:
         "suppressed_calls" and "function_calls" is empty.
     copy_values: grounded decoding - free-text argument values may only be whole-word copies of what
         was said or the system facts (True), or any text (False); None: the library's default (on).
+    split: a first request answered with one call or none that can be cut in two ("... and then ...")
+        is answered one part at a time, and the parts' calls are taken when both call something
+        (True, the default); False: never ("validation"."split" names the parts).
     """
 
     def __init__(self, tools=None, system=None, weights=None, tool_index_path=None, auto_date=True,
                  stateless=False, *, tokenizer=None, threads=0, backend=None, kv_window=0, temperature=0.0,
                  top_p=0.0, seed=0, max_reasoning_tokens=0, strict=False,
-                 copy_values=None):
+                 copy_values=None, split=True):
         self._lock = threading.Lock()
         self._handle = None
         if system is not None and not isinstance(system, str):
@@ -184,7 +187,8 @@ class Needle:
         opts = _native.SessionOptions(
             _native.encode(self.system, "system"), _native.encode(self.tools_json, "tools"),
             _native.encode(tool_index_path, "tool_index_path"), 0, int(max_reasoning_tokens), float(temperature),
-            float(top_p), int(seed), 1 if strict else 0, 0 if copy_values is None else 1 if copy_values else -1)
+            float(top_p), int(seed), 1 if strict else 0, 0 if copy_values is None else 1 if copy_values else -1,
+            1 if split else -1)
         handle = ctypes.c_void_p()
         _native.check(lib.needle_session_open(self._model.handle, ctypes.byref(opts), ctypes.byref(handle),
                                               ctypes.byref(err)), err)

@@ -37,6 +37,14 @@ def test_stateless_equals_reset_every_time():
     assert [stateless.complete(q)["function_calls"] for q in queries] == fresh
 
 
+def test_split_answers_a_two_part_request_in_parts():
+    text = "set the thermostat to 20 and turn on the hallway lights"
+    env = needle.Needle(auto_date=False).complete(text)  # (with a date fact the model writes both calls itself)
+    assert [c["name"] for c in env["function_calls"]] == ["set_thermostat", "set_lights"]
+    assert env["validation"]["split"] == ["set the thermostat to 20", "turn on the hallway lights"]
+    assert needle.Needle(auto_date=False, split=False).complete(text)["validation"]["split"] == []
+
+
 def test_per_call_budget_is_honoured():
     env = needle.Needle().complete("turn off the kitchen lights", max_new_tokens=3)
     assert env["success"] is False and env["error_code"] == -12  # NEEDLE_ELIMIT, an envelope, not an exception

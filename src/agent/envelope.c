@@ -98,6 +98,8 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     write_json_array(out, e->missing);
     nd_buf_puts(out, ",\"completed\":");
     write_json_array(out, e->completed);
+    nd_buf_puts(out, ",\"split\":");
+    write_json_array(out, e->split);
     nd_buf_putc(out, '}');
     nd_buf_puts(out, ",\"suppressed_calls\":");
     write_json_array(out, e->suppressed_calls);

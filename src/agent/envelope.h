@@ -4,7 +4,7 @@
  *    "function_calls":[{"name","arguments"}],"reasoning":str,"confidence":number|null,
  *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number,
  *    "validation":{"ungrounded":["tool.path",...],"negation":bool,"out_of_schema":["tool.key"],
- *                  "missing":["tool.key"],"completed":["tool.key"]},
+ *                  "missing":["tool.key"],"completed":["tool.key"],"split":[str,str]},
  *    "suppressed_calls":[...]}
  *
  * type is "call" when function_calls is non-empty and "respond" when it is
@@ -39,7 +39,8 @@ typedef struct nd_envelope {
     int negation;
     const char *out_of_schema;     /* a JSON array of "tool.key" strings (agent/range_guard.h) */
     const char *missing;           /* a JSON array of "tool.key": required values filled with a placeholder */
-    const char *completed;         /* a JSON array of "tool.key": names finished from the request (agent/name_span.h) */
+    const char *completed;         /* a JSON array of "tool.key": values taken from the request (docs/envelope.md) */
+    const char *split;             /* a JSON array of the two parts a request was answered in (agent/split_turn.h) */
     const char *suppressed_calls; /* a JSON array of calls */
 } nd_envelope;
 

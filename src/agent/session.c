@@ -18,6 +18,7 @@
 #include "agent/said_date.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "agent/split_turn.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -249,6 +250,9 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     if (opt->system && nd_utf8_first_invalid(opt->system, strlen(opt->system)) != strlen(opt->system))
         return nd_errorf(err, NEEDLE_EUTF8, "system: invalid UTF-8 at byte %zu",
                          nd_utf8_first_invalid(opt->system, strlen(opt->system)));
+    if (opt->split_requests < -1 || opt->split_requests > 1)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: split_requests %d must be -1 (off), 0 (default) or 1 (on)",
+                         opt->split_requests);
     if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
         return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
                          opt->grounded_decoding);
@@ -259,6 +263,7 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->max_reasoning_tokens = opt->max_reasoning_tokens > 0 ? opt->max_reasoning_tokens : 64;
     s->seed = opt->seed;
     s->strict = opt->strict != 0;
+    s->split = opt->split_requests >= 0 ? ND_SPLIT_DEPTH : 0;
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
     if (opt->grounded_decoding != 0) s->grounded = opt->grounded_decoding > 0;
@@ -605,6 +610,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&g.ungrounded);
     nd_buf completed; /* the arguments whose values were taken from the request (validation.completed) */
     nd_buf_init(&completed);
+    nd_split_answer split; /* the request answered in two parts (split_turn.h) */
+    nd_split_answer_init(&split);
+    int split_taken = 0;
     const char *suppressed = NULL;
     if (!r.fail_code) {
         nd_json *calls = NULL;
@@ -679,6 +687,30 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 suppressed = r.calls.data;
                 r.calls.len = 0; /* the envelope says [] */
             }
+            /* a first request answered with one call or none that asks for two
+             * things: each part alone (split_turn.h) */
+            if (s->split && first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
+                calls->type == ND_JSON_ARRAY && calls->count <= 1) {
+                int sp = nd_answer_in_parts(s, s->last_request, calls, max_new, &split, err);
+                if (sp > 0) {
+                    r.calls.len = 0;
+                    nd_buf_append(&r.calls, split.calls.data, split.calls.len);
+                    if (r.calls.oom) sp = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
+                }
+                if (sp < 0) {
+                    nd_json_free(calls);
+                    nd_buf_free(&r.reasoning);
+                    nd_buf_free(&r.calls);
+                    nd_grounding_free(&g);
+                    nd_buf_free(&completed);
+                    nd_split_answer_free(&split);
+                    return sp;
+                }
+                if (sp > 0) {
+                    split_taken = 1;
+                    confidence = split.confidence;
+                }
+            }
         }
         nd_json_free(calls);
     }
@@ -706,11 +738,12 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),
-        .ungrounded = g.ungrounded.data,
+        .ungrounded = split_taken ? "[]" : g.ungrounded.data,
         .negation = g.negation,
         .out_of_schema = g.out_of_schema.data,
         .missing = g.missing.data,
-        .completed = completed.data,
+        .completed = split_taken ? split.completed.data : completed.data,
+        .split = split_taken ? split.parts.data : NULL,
         .suppressed_calls = suppressed,
     };
     s->last_mask_seconds = r.t_mask;
@@ -724,6 +757,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_envelope_write(&out, &env);
     nd_grounding_free(&g);
     nd_buf_free(&completed);
+    nd_split_answer_free(&split);
     nd_buf_free(&r.reasoning);
     nd_buf_free(&r.calls);
     if (out.oom) {

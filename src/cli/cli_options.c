@@ -70,7 +70,7 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
         {CLI_SYSTEM, "--system"},       {CLI_THREADS, "--threads"},     {CLI_WINDOW, "--window"},
         {CLI_KV_BITS, "--kv-bits"},     {CLI_MAX_NEW_TOKENS, "--max-new-tokens"}, {CLI_SEED, "--seed"},
         {CLI_LAYOUT, "--layout"},
-        {CLI_ACTS, "--acts"},           {CLI_COPY_VALUES, "--copy-values"},
+        {CLI_ACTS, "--acts"},           {CLI_COPY_VALUES, "--copy-values"}, {CLI_SPLIT, "--split"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         if (!(c->accept & names[k].bit)) continue;
@@ -112,6 +112,14 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
             else if (!strcmp(v, "off")) c->copy_values = -1;
             else {
                 fprintf(stderr, "needle %s: --copy-values: '%s' is not allowed (allowed on or off)\n", cmd, v);
+                bad = -1;
+            }
+            break;
+        case CLI_SPLIT:
+            if (!strcmp(v, "on")) c->split = 1;
+            else if (!strcmp(v, "off")) c->split = -1;
+            else {
+                fprintf(stderr, "needle %s: --split: '%s' is not allowed (allowed on or off)\n", cmd, v);
                 bad = -1;
             }
             break;

@@ -21,6 +21,7 @@ enum {
     CLI_LAYOUT = 1 << 9,         /* --layout auto|2.0.8|2.0.15 */
     CLI_ACTS = 1 << 10,          /* --acts a8|float */
     CLI_COPY_VALUES = 1 << 11,   /* --copy-values on|off (grounded decoding) */
+    CLI_SPLIT = 1 << 12,         /* --split on|off (a two-part request answered in parts) */
 };
 
 typedef struct cli_common {
@@ -38,6 +39,7 @@ typedef struct cli_common {
     int layout;            /* NEEDLE_LAYOUT_*; 0 (auto): what the model expects */
     int acts;              /* NEEDLE_ACTS_A8 (default) or NEEDLE_ACTS_FLOAT */
     int copy_values;       /* needle_session_options.grounded_decoding: 1 on, -1 off, 0 not given */
+    int split;             /* needle_session_options.split_requests: 1 on, -1 off, 0 not given */
 } cli_common;
 
 /* Limits the shared numeric options are checked against. */

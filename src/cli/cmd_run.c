@@ -32,7 +32,8 @@ static void usage(FILE *to)
             "usage: needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system TEXT]\n"
             "                  [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T] [--top-p P]\n"
             "                  [--seed N] [--window W] [--threads N] [--acts a8|float] [--tool-index FILE] [--strict]\n"
-            "                  [--copy-values on|off] [--stats] [--layout auto|2.0.8|2.0.15] [QUERY]\n"
+            "                  [--copy-values on|off] [--split on|off] [--stats] [--layout auto|2.0.8|2.0.15]\n"
+            "                  [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
             "--model defaults to $NEEDLE_MODEL, else models/needle-default.cact, and --tools to\n"
@@ -47,6 +48,9 @@ static void usage(FILE *to)
             "--copy-values on|off: on (the default without --strict), a free-text argument value (a string\n"
             "with no enum, pattern, format or length bounds) can only be a copy of whole words said in the\n"
             "conversation or the system facts; off, any text (docs/envelope.md, \"Grounded decoding\").\n"
+            "--split on|off: on (the default), a first request answered with one call or none that can\n"
+            "be cut in two (\"... and then ...\", \"... plus ...\") is answered one part at a time, and the\n"
+            "parts' calls are taken when both call something (validation.split; docs/envelope.md).\n"
             "With more than five tools the contrastive head shows the model only the top five per\n"
             "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n"
             "--layout: the chat layout the model was trained on (default auto: 2.0.8 for Needle 2 files,\n"
@@ -181,7 +185,7 @@ int cmd_run(int argc, char **argv)
     const char *query = NULL, *v;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_SYSTEM | CLI_THREADS | CLI_WINDOW |
-                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT | CLI_ACTS | CLI_COPY_VALUES);
+                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT | CLI_ACTS | CLI_COPY_VALUES | CLI_SPLIT);
     needle_session_options so;
     memset(&so, 0, sizeof so);
     needle_model_options mo;
@@ -249,6 +253,7 @@ int cmd_run(int argc, char **argv)
     so.max_new_tokens = c.max_new_tokens;
     so.seed = c.seed;
     so.grounded_decoding = c.copy_values;
+    so.split_requests = c.split;
     mo.kv_window = c.window;
     mo.threads = c.threads;
     mo.layout = c.layout;

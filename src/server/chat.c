@@ -171,6 +171,7 @@ void nd_chat_completions(const nd_request *rq, nd_reply *r)
         so.seed = q.seed;
         so.strict = q.strict;
         so.grounded_decoding = q.copy_values;
+        so.split_requests = q.split;
         rc = needle_session_open(srv->cfg->model, &so, &s, &err);
         if (!rc && results) {
             /* a history the server did not answer: replay its last user request */

@@ -34,6 +34,7 @@ typedef struct chat_req {
     int stream, include_usage;
     int strict; /* needle extension "strict": true withholds calls the grounding checks flag */
     int copy_values; /* needle extension "copy_values": grounded decoding, 1 true, -1 false, 0 absent */
+    int split;       /* needle extension "split": two-part requests in parts, 1 true, -1 false, 0 absent */
     uint64_t settings; /* hash of everything above that shapes the session */
 } chat_req;
 

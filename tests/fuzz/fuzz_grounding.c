@@ -3,14 +3,16 @@
  * the name finisher (agent/name_span.c), the choices said
  * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
  * number read (agent/said_number.c), the quantities converted
- * (agent/said_quantity.c) and the date read (agent/said_date.c).
+ * (agent/said_quantity.c), the date read (agent/said_date.c) and the cuts
+ * of a two-part request (agent/split_request.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
  * checks write is a JSON array of strings; a path reported out of range is
  * also reported ungrounded; the recogniser and the path finder accept any
  * text and any token bytes; a finished name is a piece of the request that
- * holds the value it replaced, and the calls stay valid JSON. */
+ * holds the value it replaced, and the calls stay valid JSON; a cut's two
+ * sides are ordered pieces of the request, neither empty. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include "agent/said_date.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "agent/split_request.h"
 #include "core/json.h"
 
 static const char *TOOLS =
@@ -117,6 +120,19 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     nd_buf_free(&b);
 }
 
+/* The cuts of a request: ordered, inside it, neither side empty. */
+static void check_cuts(const char *request, const nd_json *calls)
+{
+    nd_split_point p[ND_SPLIT_MAX_POINTS];
+    int n = nd_split_points(request, calls, p, ND_SPLIT_MAX_POINTS);
+    size_t len = strlen(request);
+    if (n < 0 || n > ND_SPLIT_MAX_POINTS) abort();
+    for (int i = 0; i < n; i++)
+        if (!(p[i].left_begin < p[i].left_end && p[i].left_end <= p[i].right_begin &&
+              p[i].right_begin < p[i].right_end && p[i].right_end <= len))
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1);
@@ -159,6 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         nd_grounding_free(&g);
         check_names(calls, tools, text);
+        check_cuts(text, calls);
     }
     nd_json_free(calls);
     nd_json_free(tools);

@@ -34,3 +34,17 @@ def test_negated_request_withheld_with_or_without_strict(server):
 def test_strict_must_be_a_boolean(server):
     status, _, body = ask(server, "hi", strict="yes")
     assert status == 400 and "strict" in body["error"]["message"]
+
+
+def test_split_answers_a_two_part_request_in_parts(server):
+    """needle's request field "split" (default true): a first request answered with one call that can
+    be cut in two is answered one part at a time (docs/envelope.md, "Two requests in one")."""
+    text = "set the thermostat to 20 and turn on the hallway lights"
+    status, _, body = ask(server, text)
+    assert status == 200
+    assert [c["name"] for c in calls_of(body)] == ["set_thermostat", "set_lights"]
+    assert body["needle"]["validation"]["split"] == ["set the thermostat to 20", "turn on the hallway lights"]
+    status, _, off = ask(server, text, split=False)
+    assert status == 200 and off["needle"]["validation"]["split"] == []
+    status, _, bad = ask(server, text, split="yes")
+    assert status == 400 and "split" in bad["error"]["message"]

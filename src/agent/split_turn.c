@@ -1,0 +1,189 @@
+/* split_turn.c - a request that asks for two things, answered one part at a
+ * time (split_turn.h). */
+#include "agent/split_turn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/split_request.h"
+#include "core/error.h"
+#include "text/chat.h"
+
+void nd_split_answer_init(nd_split_answer *a)
+{
+    nd_buf_init(&a->calls);
+    nd_buf_init(&a->completed);
+    nd_buf_init(&a->parts);
+    a->confidence = NAN;
+}
+
+void nd_split_answer_free(nd_split_answer *a)
+{
+    nd_buf_free(&a->calls);
+    nd_buf_free(&a->completed);
+    nd_buf_free(&a->parts);
+}
+
+static size_t array_count(const nd_json *v)
+{
+    return v && v->type == ND_JSON_ARRAY ? v->count : 0;
+}
+
+/* One side's answer, parsed; NULL when it does not count (a failed turn, no
+ * call, a call withheld, or a value its side does not say). */
+static nd_json *answer_side(needle_session *scratch, const char *text, size_t len, int max_new, int *rc,
+                            needle_error *err)
+{
+    *rc = 0;
+    char *side = malloc(len + 1);
+    if (!side) {
+        *rc = NEEDLE_ENOMEM;
+        return NULL;
+    }
+    memcpy(side, text, len);
+    side[len] = '\0';
+    char *env_text = NULL;
+    needle_error perr;
+    nd_session_reset(scratch);
+    int trc = nd_session_turn(scratch, ND_TURN_USER, side, max_new, &env_text, &perr);
+    free(side);
+    if (trc) {
+        /* a side the session refuses (too long, ...) is only a cut not taken */
+        if (trc == NEEDLE_ENOMEM) *rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
+        return NULL;
+    }
+    nd_json *env = NULL;
+    int prc = nd_json_parse(env_text, strlen(env_text), NULL, &env, &perr);
+    free(env_text);
+    if (prc) {
+        if (prc == NEEDLE_ENOMEM) *rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
+        return NULL;
+    }
+    const nd_json *ok = nd_json_get(env, "success");
+    const nd_json *validation = nd_json_get(env, "validation");
+    if (!ok || ok->type != ND_JSON_TRUE || array_count(nd_json_get(env, "function_calls")) == 0 ||
+        array_count(nd_json_get(env, "suppressed_calls")) > 0 ||
+        array_count(nd_json_get(validation, "ungrounded")) > 0) {
+        nd_json_free(env);
+        return NULL;
+    }
+    return env;
+}
+
+/* Append the calls of both answers to out (a JSON array), each once; returns
+ * how many were written. */
+static int merge_calls(const nd_json *a, const nd_json *b, int ascii, nd_buf *out)
+{
+    const nd_json *lists[2] = {nd_json_get(a, "function_calls"), nd_json_get(b, "function_calls")};
+    const nd_json *seen[64];
+    int n = 0;
+    nd_buf_putc(out, '[');
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < lists[l]->count && n < 64; i++) {
+            const nd_json *c = &lists[l]->items[i];
+            int dup = 0;
+            for (int k = 0; k < n && !dup; k++) dup = nd_json_equal(seen[k], c);
+            if (dup) continue;
+            if (n) nd_buf_putc(out, ',');
+            nd_json_write(out, c, ascii);
+            seen[n++] = c;
+        }
+    nd_buf_putc(out, ']');
+    return n;
+}
+
+/* The parts' validation.completed lists as one array. */
+static void merge_completed(const nd_json *a, const nd_json *b, int ascii, nd_buf *out)
+{
+    const nd_json *envs[2] = {a, b};
+    int n = 0;
+    nd_buf_putc(out, '[');
+    for (int e = 0; e < 2; e++) {
+        const nd_json *list = nd_json_get(nd_json_get(envs[e], "validation"), "completed");
+        for (size_t i = 0; i < array_count(list); i++) {
+            if (n++) nd_buf_putc(out, ',');
+            nd_json_write(out, &list->items[i], ascii);
+        }
+    }
+    nd_buf_putc(out, ']');
+}
+
+static double lower_confidence(const nd_json *a, const nd_json *b)
+{
+    double out = NAN;
+    const nd_json *envs[2] = {a, b};
+    for (int e = 0; e < 2; e++) {
+        const nd_json *c = nd_json_get(envs[e], "confidence");
+        if (c && c->type == ND_JSON_NUMBER && (isnan(out) || c->num < out)) out = c->num;
+    }
+    return out;
+}
+
+static int open_scratch(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err)
+{
+    nd_buf tools;
+    nd_buf_init(&tools);
+    nd_json_write(&tools, s->tools, 0);
+    if (tools.oom) {
+        nd_buf_free(&tools);
+        return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
+    }
+    needle_session_options o;
+    memset(&o, 0, sizeof o);
+    o.system = s->system;
+    o.tools_json = tools.data;
+    o.tool_index_path = s->tool_index_path;
+    o.max_new_tokens = max_new_tokens;
+    o.max_reasoning_tokens = s->max_reasoning_tokens;
+    o.temperature = s->sampler.temperature;
+    o.top_p = s->sampler.top_p;
+    o.seed = s->seed;
+    o.strict = s->strict;
+    o.grounded_decoding = s->grounded ? 1 : -1;
+    int rc = nd_session_open(s->model, &o, out, err);
+    if (!rc) (*out)->split = s->split - 1; /* a side is cut at most ND_SPLIT_DEPTH - 1 more times */
+    nd_buf_free(&tools);
+    return rc;
+}
+
+int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, int max_new_tokens,
+                       nd_split_answer *out, needle_error *err)
+{
+    nd_split_point points[ND_SPLIT_MAX_POINTS];
+    /* a side cut again tries its two strongest cuts only: a request full of
+     * "and"s costs at most 4 x 2 x (1 + 2 x 2) short turns */
+    int n_points = nd_split_points(request, calls, points, s->split >= ND_SPLIT_DEPTH ? ND_SPLIT_MAX_POINTS : 2);
+    if (n_points == 0 || !s->tools) return 0;
+    needle_session *scratch = NULL;
+    int rc = open_scratch(s, max_new_tokens, &scratch, err);
+    if (rc) return rc == NEEDLE_ENOMEM ? rc : 0; /* (the session's own options opened it once) */
+    int ascii = nd_chat_json_ascii(s->model->layout), taken = 0;
+    for (int p = 0; p < n_points && !taken && !rc; p++) {
+        const nd_split_point *pt = &points[p];
+        nd_json *left = answer_side(scratch, request + pt->left_begin, pt->left_end - pt->left_begin, max_new_tokens,
+                                    &rc, err);
+        nd_json *right = left && !rc ? answer_side(scratch, request + pt->right_begin,
+                                                   pt->right_end - pt->right_begin, max_new_tokens, &rc, err)
+                                     : NULL;
+        if (left && right) {
+            out->calls.len = 0;
+            if (merge_calls(left, right, ascii, &out->calls) >= 2) {
+                taken = 1;
+                merge_completed(left, right, ascii, &out->completed);
+                out->confidence = lower_confidence(left, right);
+                nd_buf_putc(&out->parts, '[');
+                nd_json_write_string(&out->parts, request + pt->left_begin, pt->left_end - pt->left_begin, ascii);
+                nd_buf_putc(&out->parts, ',');
+                nd_json_write_string(&out->parts, request + pt->right_begin, pt->right_end - pt->right_begin, ascii);
+                nd_buf_putc(&out->parts, ']');
+            }
+        }
+        nd_json_free(left);
+        nd_json_free(right);
+    }
+    nd_session_free(scratch);
+    if (!rc && (out->calls.oom || out->completed.oom || out->parts.oom))
+        rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
+    return rc ? rc : taken;
+}

@@ -1,0 +1,38 @@
+/* split_turn.h - a request that asks for two things, answered one part at a time.
+ *
+ * When the model answers the first request of a conversation with one call
+ * or none, and the request can be cut in two (split_request.h), each side is
+ * sent alone to a scratch session on the same model, tools, system facts and
+ * options.  The two answers replace the model's when both sides call
+ * something, nothing either side calls is withheld or has a value its side
+ * does not say (validation.ungrounded), and together they make two calls or
+ * more.  The first cut that passes is taken (at most ND_SPLIT_MAX_POINTS are
+ * tried, two short turns each; a side may be cut again, trying two).  The session's own KV cache keeps the tokens
+ * the model wrote for the whole request, as with the value repairs. */
+#ifndef ND_SPLIT_TURN_H
+#define ND_SPLIT_TURN_H
+
+#include "agent/session.h"
+#include "core/buf.h"
+#include "core/json.h"
+
+/* A side may be cut again once: "A, plus B, plus C" is answered in three parts. */
+#define ND_SPLIT_DEPTH 2
+
+typedef struct {
+    nd_buf calls;      /* the merged call array (JSON text) */
+    nd_buf completed;  /* the parts' validation.completed, one JSON array */
+    nd_buf parts;      /* the two sides, a JSON array of strings (validation.split) */
+    double confidence; /* the lower of the parts' confidences (NaN: neither has one) */
+} nd_split_answer;
+
+void nd_split_answer_init(nd_split_answer *a);
+void nd_split_answer_free(nd_split_answer *a);
+
+/* Try the cuts of request (calls: the model's answer to it).  Returns 1 with
+ * *out filled when the parts' answers are taken, 0 when not, or an error
+ * code (out of memory; a part's input error is only a cut not taken). */
+int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, int max_new_tokens,
+                       nd_split_answer *out, needle_error *err);
+
+#endif

@@ -1,0 +1,190 @@
+/* test_split_request.c - a request that asks for two things answered one part
+ * at a time (src/agent/split_request.h, split_turn.h): where a request may be
+ * cut and in which order, the places it must not be cut, and through the
+ * public API the bundled model's answer, its validation.split, the option
+ * that turns it off and the turns it does not touch. */
+#include "agent/split_request.h"
+#include "repair_check.h"
+
+/* Every cut of request, as "left|right" joined by " ; " (calls: the model's
+ * answer as JSON, or NULL). */
+static const char *cuts(const char *request, const char *calls_json)
+{
+    static char out[2048];
+    nd_json *calls = NULL;
+    needle_error err;
+    if (calls_json && nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err)) return "(bad calls)";
+    nd_split_point p[ND_SPLIT_MAX_POINTS];
+    int n = nd_split_points(request, calls, p, ND_SPLIT_MAX_POINTS);
+    nd_json_free(calls);
+    out[0] = '\0';
+    size_t len = strlen(request), used = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(p[i].left_begin <= p[i].left_end && p[i].left_end <= p[i].right_begin &&
+              p[i].right_begin <= p[i].right_end && p[i].right_end <= len))
+            return "(bad bounds)";
+        used += (size_t)snprintf(out + used, sizeof out - used, "%s%.*s|%.*s", i ? " ; " : "",
+                                 (int)(p[i].left_end - p[i].left_begin), request + p[i].left_begin,
+                                 (int)(p[i].right_end - p[i].right_begin), request + p[i].right_begin);
+        if (used >= sizeof out) return "(too long)";
+    }
+    return out;
+}
+
+#define CUTS(req, calls, want) CHECKF(strcmp(cuts(req, calls), want) == 0, "%s -> %s", req, cuts(req, calls))
+
+static void test_where_a_request_is_cut(void)
+{
+    CUTS("set the thermostat to 20 and turn on the hallway lights", NULL,
+         "set the thermostat to 20|turn on the hallway lights");
+    CUTS("lights off in the office, then set an alarm for 9:30 pm", NULL,
+         "lights off in the office|set an alarm for 9:30 pm");
+    CUTS("unlock the garage and then vacuum the garage", NULL, "unlock the garage|vacuum the garage");
+    CUTS("hmm, change the thermostat to 30, plus switch off the balcony lights", NULL,
+         "hmm, change the thermostat to 30|switch off the balcony lights");
+    CUTS("turn on the playroom lights; turn the shed lights on", NULL, "turn on the playroom lights|turn the shed lights on");
+    CUTS("Hmm, turn on the south patio & the porch lights", NULL, "Hmm, turn on the south patio|the porch lights");
+    /* a number's decimal point is not a sentence end */
+    CUTS("radio to 95.8 and call Priya on speaker", NULL, "radio to 95.8|call Priya on speaker");
+}
+
+static void test_strongest_join_first(void)
+{
+    /* "also" before the sentence end, "then" before "and" */
+    CUTS("Turn the lights off in the balcony. Also shut off the lounge lights", NULL,
+         "Turn the lights off in the balcony|shut off the lounge lights ; "
+         "Turn the lights off in the balcony|Also shut off the lounge lights");
+    CUTS("dim the den and the hall, then text Ana we are home", NULL,
+         "dim the den and the hall|text Ana we are home ; dim the den|the hall, then text Ana we are home");
+    /* "and then" / "and also" are one join, not "and" and "then" */
+    CUTS("lock the front door and also start the vacuum", NULL, "lock the front door|start the vacuum");
+}
+
+static void test_where_it_is_not_cut(void)
+{
+    /* a string value the model wrote across the join */
+    CUTS("play Simon and Art Garfunkel", "[{\"name\":\"play\",\"arguments\":{\"query\":\"Simon and Art Garfunkel\"}}]", "");
+    CUTS("play Simon and Art Garfunkel", NULL, "play Simon|Art Garfunkel");
+    CUTS("text mom that I'll be late and pick up milk",
+         "[{\"name\":\"send\",\"arguments\":{\"to\":\"mom\",\"text\":\"I'll be late and pick up milk\"}}]", "");
+    CUTS("vacuum the den and the big hall", "[{\"name\":\"vacuum\",\"arguments\":{\"rooms\":[\"den and the big hall\"]}}]",
+         "");
+    /* inside quotes */
+    CUTS("text mom \"I'll be late and pick up milk\" now", NULL, "");
+    CUTS("text mom \xe2\x80\x9cI'll be late and pick up milk\xe2\x80\x9d now", NULL, "");
+    /* one number in words; a title's full stop */
+    CUTS("log one hundred and twenty ml of water", NULL, "");
+    CUTS("hmm, phone Ms. Andersson please", NULL, "");
+    /* a lone word next to the cut, on either side */
+    CUTS("pause and set the volume to 20", NULL, "");
+    CUTS("Quick favour. Oh and set the sleep timer", NULL, "Quick favour|Oh and set the sleep timer");
+    CUTS("set the volume to 20 and go", NULL, "");
+    /* the right side qualifies the left */
+    CUTS("phone someone from the contacts and called Amber", NULL, "");
+    CUTS("set a timer for pasta and with sound on", NULL, "");
+    /* nothing to cut */
+    CUTS("", NULL, "");
+    CUTS("and then", NULL, "");
+    CUTS("turn on the lights and", NULL, "");
+    CUTS("grand theft and android phones", NULL, "grand theft|android phones"); /* whole words only: "grand" */
+}
+
+static void test_at_most_max_points(void)
+{
+    nd_split_point p[2];
+    CHECK(nd_split_points("turn on the den and the hall and the porch and the attic", NULL, p, 2) == 2);
+    CHECK(nd_split_points("turn on the den and the hall", NULL, p, 0) == 0);
+    CHECK(nd_split_points(NULL, NULL, p, 2) == 0);
+}
+
+/* Through the public API, the bundled model on the demo tools. */
+static char *send_first(int split, const char *request)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "open: %s", err.message);
+    if (!m) return NULL;
+    needle_session_options so = {.tools_json = demo_tools(), .split_requests = split};
+    needle_session *s = NULL;
+    char *env = NULL;
+    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
+    if (s) CHECKF(needle_session_send(s, request, &env, &err) == 0 && env, "send: %s", err.message);
+    needle_session_close(s);
+    needle_model_close(m);
+    return env;
+}
+
+static void test_the_bundled_model_answers_in_parts(void)
+{
+    const char *req = "set the thermostat to 20 and turn on the hallway lights";
+    char *on = send_first(0, req);
+    /* each part alone: the model's answer to each (measured on every kernel path) */
+    CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":20}},"
+                            "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"hallway\",\"on\":true}}]"),
+           "%s", on ? on : "(none)");
+    CHECKF(on && strstr(on, "\"split\":[\"set the thermostat to 20\",\"turn on the hallway lights\"]"), "%s",
+           on ? on : "(none)");
+    CHECK(on && strstr(on, "\"type\":\"call\"") && strstr(on, "\"ungrounded\":[]"));
+    needle_free(on);
+    /* off: whatever the model writes, nothing is answered in parts */
+    char *off = send_first(-1, req);
+    CHECKF(off && strstr(off, "\"split\":[]"), "%s", off ? off : "(none)");
+    needle_free(off);
+    /* a request with no join is left to the model */
+    char *one = send_first(0, "turn on the hallway lights");
+    CHECKF(one && strstr(one, "\"split\":[]"), "%s", one ? one : "(none)");
+    needle_free(one);
+}
+
+static void test_bad_option_and_later_turns(void)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECK(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0);
+    if (!m) return;
+    needle_session *s = NULL;
+    needle_session_options bad = {.tools_json = demo_tools(), .split_requests = 2};
+    CHECK(needle_session_open(m, &bad, &s, &err) == NEEDLE_EINVAL && strstr(err.message, "split_requests"));
+    /* a later request of the conversation is not cut: its parts would lose
+     * the conversation (two of the demo tools, so that the conversation fits
+     * the bundled model's 512 positions and is not restarted) */
+    nd_json *demo = NULL;
+    nd_buf two;
+    nd_buf_init(&two);
+    CHECK(nd_json_parse(demo_tools(), strlen(demo_tools()), NULL, &demo, &err) == 0 && demo->count >= 2);
+    if (demo) {
+        nd_buf_putc(&two, '[');
+        nd_json_write(&two, &demo->items[0], 0);
+        nd_buf_putc(&two, ',');
+        nd_json_write(&two, &demo->items[1], 0);
+        nd_buf_putc(&two, ']');
+    }
+    nd_json_free(demo);
+    needle_session_options so = {.tools_json = two.data};
+    CHECK(needle_session_open(m, &so, &s, &err) == 0);
+    char *env = NULL;
+    if (s) {
+        CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
+        needle_free(env);
+        env = NULL;
+        CHECK(needle_session_send(s, "set the thermostat to 20 and turn on the hallway lights", &env, &err) == 0);
+        CHECKF(env && strstr(env, "\"split\":[]"), "%s", env ? env : "(none)");
+        needle_free(env);
+    }
+    needle_session_close(s);
+    needle_model_close(m);
+    nd_buf_free(&two);
+}
+
+int main(void)
+{
+    RUN(test_where_a_request_is_cut);
+    RUN(test_strongest_join_first);
+    RUN(test_where_it_is_not_cut);
+    RUN(test_at_most_max_points);
+    RUN(test_the_bundled_model_answers_in_parts);
+    RUN(test_bad_option_and_later_turns);
+    return check_summary();
+}
