@@ -97,6 +97,81 @@ static void test_at_most_max_points(void)
     CHECK(nd_split_points(NULL, NULL, p, 2) == 0);
 }
 
+/* The other objects of one call: "key:V-first|reduced request" or
+ * "key:V-second|reduced request", joined by " ; ". */
+static const char *objects(const char *request, const char *call_json)
+{
+    static char out[2048];
+    nd_json *call = NULL;
+    needle_error err;
+    if (nd_json_parse(call_json, strlen(call_json), NULL, &call, &err)) return "(bad call)";
+    nd_other_object o[ND_OTHER_OBJECT_MAX];
+    int n = nd_other_objects(request, call, o, ND_OTHER_OBJECT_MAX);
+    out[0] = '\0';
+    size_t len = strlen(request), used = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(o[i].cut_begin < o[i].cut_end && o[i].cut_end <= len && o[i].value_begin < o[i].value_end)) {
+            nd_json_free(call);
+            return "(bad bounds)";
+        }
+        used += (size_t)snprintf(out + used, sizeof out - used, "%s%s:%s|%.*s%s", i ? " ; " : "", o[i].key,
+                                 o[i].value_first ? "first" : "second", (int)o[i].cut_begin, request,
+                                 request + o[i].cut_end);
+        if (used >= sizeof out) break;
+    }
+    nd_json_free(call);
+    return out;
+}
+
+#define OBJECTS(req, call, want) CHECKF(strcmp(objects(req, call), want) == 0, "%s -> %s", req, objects(req, call))
+
+static void test_one_action_two_objects(void)
+{
+    OBJECTS("yes, call Filippo & Londisizwe for me", "{\"name\":\"call\",\"arguments\":{\"name\":\"Filippo\"}}",
+            "name:first|yes, call Londisizwe for me");
+    /* the far side's filler word that V's side has goes too */
+    OBJECTS("what's the weather in Lisbon and in Porto", "{\"name\":\"w\",\"arguments\":{\"location\":\"Lisbon\"}}",
+            "location:first|what's the weather in Porto");
+    OBJECTS("um, turn the west closet and also the porch lights off",
+            "{\"name\":\"l\",\"arguments\":{\"room\":\"west closet\",\"on\":false}}",
+            "room:first|um, turn the porch lights off");
+    /* V after the join, up to two filler words between */
+    OBJECTS("switch off the lights in Jon's room and also the new driveway.",
+            "{\"name\":\"l\",\"arguments\":{\"room\":\"new driveway\"}}", "room:second|switch off the lights in Jon's room.");
+    OBJECTS("Could you navigate to Vanuatu and Reunion now", "{\"name\":\"n\",\"arguments\":{\"destination\":\"reunion\"}}",
+            "destination:second|Could you navigate to Vanuatu now");
+    /* not next to a join, inside a word, or not a string */
+    OBJECTS("turn on the kitchen lights and make them blue", "{\"name\":\"l\",\"arguments\":{\"room\":\"kitchen\"}}", "");
+    OBJECTS("call Anna and Bo", "{\"name\":\"c\",\"arguments\":{\"name\":\"Ann\"}}", "");
+    OBJECTS("set 20 and 21", "{\"name\":\"t\",\"arguments\":{\"v\":20}}", "");
+    OBJECTS("call Bo and", "{\"name\":\"c\",\"arguments\":{\"name\":\"Bo\"}}", "");
+    OBJECTS("call Bo and Al", "{\"name\":\"c\",\"arguments\":{\"name\":\"\"}}", "");
+    OBJECTS("call Bo and Al", "{\"name\":\"c\"}", "");
+}
+
+static void test_the_other_object_flanks_the_join(void)
+{
+    const char *req = "turn the back driveway & the porch lights off";
+    nd_json *call = NULL;
+    needle_error err;
+    const char *text = "{\"name\":\"l\",\"arguments\":{\"room\":\"back driveway\"}}";
+    CHECK(nd_json_parse(text, strlen(text), NULL, &call, &err) == 0);
+    nd_other_object o[ND_OTHER_OBJECT_MAX];
+    CHECK(nd_other_objects(req, call, o, ND_OTHER_OBJECT_MAX) == 1);
+    CHECK(nd_other_object_flanks(req, &o[0], "porch", 5));        /* past "the" */
+    CHECK(nd_other_object_flanks(req, &o[0], "the porch", 9));
+    CHECK(!nd_other_object_flanks(req, &o[0], "lights", 6));      /* further on */
+    CHECK(!nd_other_object_flanks(req, &o[0], "por", 3));         /* part of a word */
+    nd_json_free(call);
+    const char *second = "navigate to Vanuatu and Reunion now";
+    text = "{\"name\":\"n\",\"arguments\":{\"to\":\"Reunion\"}}";
+    CHECK(nd_json_parse(text, strlen(text), NULL, &call, &err) == 0);
+    CHECK(nd_other_objects(second, call, o, ND_OTHER_OBJECT_MAX) == 1 && !o[0].value_first);
+    CHECK(nd_other_object_flanks(second, &o[0], "Vanuatu", 7));
+    CHECK(!nd_other_object_flanks(second, &o[0], "to Vanuat", 9));
+    nd_json_free(call);
+}
+
 /* Through the public API, the bundled model on the demo tools. */
 static char *send_first(int split, const char *request)
 {
@@ -131,6 +206,17 @@ static void test_the_bundled_model_answers_in_parts(void)
     char *off = send_first(-1, req);
     CHECKF(off && strstr(off, "\"split\":[]"), "%s", off ? off : "(none)");
     needle_free(off);
+    /* one action, two objects: the request without the object the model wrote, answered alone */
+    char *two = send_first(0, "what's the weather in Lisbon and in Porto");
+    CHECKF(two && strstr(two, "\"function_calls\":[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Lisbon\"}},"
+                             "{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Porto\"}}]") &&
+               strstr(two, "\"split\":[\"what's the weather in Lisbon and in Porto\",\"what's the weather in Porto\"]"),
+           "%s", two ? two : "(none)");
+    needle_free(two);
+    /* a value that names one of the tool's fields is not another object */
+    char *field = send_first(0, "can you please turn the lights on in the upstairs conservatory and brightness 100 percent");
+    CHECKF(field && !strstr(field, "\"room\":\"brightness\""), "%s", field ? field : "(none)");
+    needle_free(field);
     /* a request with no join is left to the model */
     char *one = send_first(0, "turn on the hallway lights");
     CHECKF(one && strstr(one, "\"split\":[]"), "%s", one ? one : "(none)");
@@ -184,6 +270,8 @@ int main(void)
     RUN(test_strongest_join_first);
     RUN(test_where_it_is_not_cut);
     RUN(test_at_most_max_points);
+    RUN(test_one_action_two_objects);
+    RUN(test_the_other_object_flanks_the_join);
     RUN(test_the_bundled_model_answers_in_parts);
     RUN(test_bad_option_and_later_turns);
     return check_summary();

@@ -688,10 +688,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 r.calls.len = 0; /* the envelope says [] */
             }
             /* a first request answered with one call or none that asks for two
-             * things: each part alone (split_turn.h) */
+             * things, or one action on two objects: each part alone (split_turn.h) */
             if (s->split && first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
                 calls->type == ND_JSON_ARRAY && calls->count <= 1) {
-                int sp = nd_answer_in_parts(s, s->last_request, calls, max_new, &split, err);
+                int sp = nd_answer_in_parts(s, s->last_request, calls, completed.data, confidence, max_new, &split, err);
                 if (sp > 0) {
                     r.calls.len = 0;
                     nd_buf_append(&r.calls, split.calls.data, split.calls.len);
@@ -738,7 +738,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),
-        .ungrounded = split_taken ? "[]" : g.ungrounded.data,
+        .ungrounded = split_taken && !split.keeps_whole ? "[]" : g.ungrounded.data,
         .negation = g.negation,
         .out_of_schema = g.out_of_schema.data,
         .missing = g.missing.data,

@@ -253,3 +253,122 @@ int nd_split_points(const char *request, const nd_json *calls, nd_split_point *o
     }
     return n;
 }
+
+/* ------------------------------------------------------------ one action, two objects */
+
+static const char *const FILLERS[] = {"the", "my", "a", "an", "in", "to", "at", "for", "on", NULL};
+
+/* A join between two objects starting at text[i] (a space or comma first):
+ * " and ", " and also ", ", and ", " & ".  Returns where what follows it
+ * starts (past its spaces), or 0. */
+static size_t object_join_at(const char *text, size_t len, size_t i)
+{
+    size_t k = i;
+    while (k < len && (is_space((unsigned char)text[k]) || text[k] == ',')) k++;
+    if (k == i || k >= len) return 0;
+    size_t e;
+    if (text[k] == '&') {
+        e = k + 1;
+    } else if (word_at(text, len, k, "and")) {
+        e = k + 3;
+        size_t m = e;
+        while (m < len && is_space((unsigned char)text[m])) m++;
+        if (m > e && word_at(text, len, m, "also")) e = m + 4;
+    } else {
+        return 0;
+    }
+    if (e >= len || !is_space((unsigned char)text[e])) return 0;
+    while (e < len && is_space((unsigned char)text[e])) e++;
+    return e;
+}
+
+/* Past one filler word and its spaces at text[i]; i itself when there is none. */
+static size_t past_filler(const char *text, size_t len, size_t i)
+{
+    for (const char *const *f = FILLERS; *f; f++) {
+        size_t n = strlen(*f);
+        if (word_at(text, len, i, *f) && i + n < len && is_space((unsigned char)text[i + n])) {
+            i += n;
+            while (i < len && is_space((unsigned char)text[i])) i++;
+            return i;
+        }
+    }
+    return i;
+}
+
+/* Is text[at, at + n) the bytes y (ASCII case folded), a whole piece (no
+ * letter or digit touching it)? */
+static int piece_at(const char *text, size_t len, size_t at, const char *y, size_t n)
+{
+    if (n == 0 || at + n > len) return 0;
+    for (size_t k = 0; k < n; k++)
+        if (lower((unsigned char)text[at + k]) != lower((unsigned char)y[k])) return 0;
+    if (at > 0 && is_alnum((unsigned char)text[at - 1]) && is_alnum((unsigned char)text[at])) return 0;
+    if (at + n < len && is_alnum((unsigned char)text[at + n]) && is_alnum((unsigned char)text[at + n - 1])) return 0;
+    return 1;
+}
+
+int nd_other_objects(const char *request, const nd_json *call, nd_other_object *out, int max)
+{
+    const nd_json *args = call ? nd_json_get(call, "arguments") : NULL;
+    if (!request || !args || args->type != ND_JSON_OBJECT || max <= 0) return 0;
+    size_t len = strlen(request);
+    int n = 0;
+    for (size_t a = 0; a < args->count && n < max; a++) {
+        const nd_json *v = &args->items[a];
+        if (v->type != ND_JSON_STRING || v->len == 0 || v->len > len) continue;
+        for (size_t at = 0; at + v->len <= len && n < max; at++) {
+            if (!piece_at(request, len, at, v->str, v->len)) continue;
+            size_t b = at + v->len;
+            nd_other_object o = {.key = args->keys[a], .value_begin = at, .value_end = b};
+            /* V first: "call Filippo & Londisizwe" without "Filippo & " */
+            size_t e = object_join_at(request, len, b);
+            if (e) {
+                /* "in Lisbon and in Porto": the far side's filler word that V's side
+                 * already has goes too ("weather in Porto", not "in in Porto") */
+                char before[16];
+                word_before(request, at, before, sizeof before);
+                size_t join_end = e, past = past_filler(request, len, e);
+                if (past != e && word_at(request, len, e, before)) e = past;
+                o.cut_begin = at;
+                o.cut_end = e;
+                o.far_side = join_end;
+                o.value_first = 1;
+                out[n++] = o;
+                continue;
+            }
+            /* V second: "in Jon's room and also the new driveway" without " and also the new driveway" */
+            for (size_t js = 1; js < at && n < max; js++) {
+                if (is_space((unsigned char)request[js - 1]) || request[js - 1] == ',') continue;
+                size_t je = object_join_at(request, len, js);
+                if (!je) continue;
+                size_t p = je;
+                for (int f = 0; f < 2 && p < at; f++) p = past_filler(request, len, p);
+                if (p != at) continue;
+                o.cut_begin = js;
+                o.cut_end = b;
+                o.far_side = js;
+                o.value_first = 0;
+                out[n++] = o;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+int nd_other_object_flanks(const char *request, const nd_other_object *o, const char *y, size_t y_len)
+{
+    size_t len = strlen(request);
+    if (o->value_first) {
+        size_t p = o->far_side;
+        for (int f = 0; f <= 2; f++) {
+            if (piece_at(request, len, p, y, y_len)) return 1;
+            size_t next = past_filler(request, len, p);
+            if (next == p) break;
+            p = next;
+        }
+        return 0;
+    }
+    return o->far_side >= y_len && piece_at(request, len, o->far_side - y_len, y, y_len);
+}

@@ -43,4 +43,29 @@ typedef struct {
  * of its string values is skipped. */
 int nd_split_points(const char *request, const nd_json *calls, nd_split_point *out, int max);
 
+/* One action, two objects: "call Filippo & Londisizwe", "weather in Lisbon and
+ * in Porto", "turn the west closet and also the porch lights off".  The model
+ * often writes the call for one object only.  Its value V for `key` sits
+ * next to a join ("and", "and also", "&"); the request without V and the
+ * join (and up to two filler words between: the, my, a, an, in, to, at, for,
+ * on) asks for the other object alone, and is answered on its own.  The
+ * other object's value must stand on the far side of the join
+ * (nd_other_object_flanks). */
+#define ND_OTHER_OBJECT_MAX 4
+typedef struct {
+    const char *key;               /* the argument (points into the call) */
+    size_t value_begin, value_end; /* V in the request */
+    size_t cut_begin, cut_end;     /* removed from the request: V, the join and the filler words between */
+    size_t far_side;               /* value first: where the far side starts; else where it ends */
+    int value_first;               /* V before the join */
+} nd_other_object;
+
+/* The places of one call's string values next to a join (call: one
+ * {"name","arguments"} object), at most max. */
+int nd_other_objects(const char *request, const nd_json *call, nd_other_object *out, int max);
+
+/* Does y (the other call's value) stand on the far side of the join: right
+ * after it, past up to two filler words (V first), or ending right before it? */
+int nd_other_object_flanks(const char *request, const nd_other_object *o, const char *y, size_t y_len);
+
 #endif

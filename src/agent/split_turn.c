@@ -5,7 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "agent/grounding.h"
 #include "agent/split_request.h"
 #include "core/error.h"
 #include "text/chat.h"
@@ -16,6 +18,7 @@ void nd_split_answer_init(nd_split_answer *a)
     nd_buf_init(&a->completed);
     nd_buf_init(&a->parts);
     a->confidence = NAN;
+    a->keeps_whole = 0;
 }
 
 void nd_split_answer_free(nd_split_answer *a)
@@ -93,14 +96,15 @@ static int merge_calls(const nd_json *a, const nd_json *b, int ascii, nd_buf *ou
     return n;
 }
 
-/* The parts' validation.completed lists as one array. */
-static void merge_completed(const nd_json *a, const nd_json *b, int ascii, nd_buf *out)
+/* The parts' validation.completed lists as one array (a_is_list: a is the
+ * whole request's own list, not an envelope; a may be NULL). */
+static void merge_completed(const nd_json *a, const nd_json *b, int ascii, nd_buf *out, int a_is_list)
 {
     const nd_json *envs[2] = {a, b};
     int n = 0;
     nd_buf_putc(out, '[');
     for (int e = 0; e < 2; e++) {
-        const nd_json *list = nd_json_get(nd_json_get(envs[e], "validation"), "completed");
+        const nd_json *list = e == 0 && a_is_list ? a : nd_json_get(nd_json_get(envs[e], "validation"), "completed");
         for (size_t i = 0; i < array_count(list); i++) {
             if (n++) nd_buf_putc(out, ',');
             nd_json_write(out, &list->items[i], ascii);
@@ -147,14 +151,104 @@ static int open_scratch(needle_session *s, int max_new_tokens, needle_session **
     return rc;
 }
 
-int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, int max_new_tokens,
-                       nd_split_answer *out, needle_error *err)
+/* Is y a word of the tool's name or one of its argument names ("brightness")?
+ * A value like that names a field, not an object. */
+static int names_a_field(const nd_json *tools, const char *tool, const char *y)
+{
+    const nd_json *props = nd_json_get(nd_tool_parameters(tools, tool), "properties");
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++)
+        if (!strcasecmp(props->keys[k], y)) return 1;
+    size_t n = strlen(y);
+    for (const char *w = tool; *w;) {
+        size_t wl = strcspn(w, "_");
+        if (wl == n && !strncasecmp(w, y, n)) return 1;
+        w += wl;
+        if (*w) w++;
+    }
+    return 0;
+}
+
+/* One action, two objects (split_request.h, nd_other_objects): the request
+ * without the object the model wrote, answered alone, must give the same
+ * tool with another value for the same key, standing across the join.
+ * Returns 1 with out filled, 0, or an error code. */
+static int answer_other_object(needle_session *s, needle_session *scratch, const char *request, const nd_json *call,
+                               const char *whole_completed, double whole_confidence, int max_new_tokens, int max_tries,
+                               nd_split_answer *out, needle_error *err)
+{
+    nd_other_object objects[ND_OTHER_OBJECT_MAX];
+    int n = nd_other_objects(request, call, objects, max_tries < ND_OTHER_OBJECT_MAX ? max_tries : ND_OTHER_OBJECT_MAX);
+    const nd_json *name = nd_json_get(call, "name");
+    if (!name || name->type != ND_JSON_STRING) return 0;
+    int ascii = nd_chat_json_ascii(s->model->layout), rc = 0, taken = 0;
+    size_t len = strlen(request);
+    for (int i = 0; i < n && !taken && !rc; i++) {
+        const nd_other_object *o = &objects[i];
+        nd_buf reduced;
+        nd_buf_init(&reduced);
+        nd_buf_append(&reduced, request, o->cut_begin);
+        nd_buf_append(&reduced, request + o->cut_end, len - o->cut_end);
+        nd_buf_putc(&reduced, '\0');
+        if (reduced.oom) {
+            nd_buf_free(&reduced);
+            return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
+        }
+        nd_json *env = answer_side(scratch, reduced.data, strlen(reduced.data), max_new_tokens, &rc, err);
+        const nd_json *calls = nd_json_get(env, "function_calls");
+        const nd_json *other = array_count(calls) == 1 ? &calls->items[0] : NULL;
+        const nd_json *other_name = other ? nd_json_get(other, "name") : NULL;
+        const nd_json *y = other ? nd_json_get(nd_json_get(other, "arguments"), o->key) : NULL;
+        const nd_json *v = nd_json_get(nd_json_get(call, "arguments"), o->key);
+        if (other_name && other_name->type == ND_JSON_STRING && !strcmp(other_name->str, name->str) && y &&
+            y->type == ND_JSON_STRING && v && !(y->len == v->len && !strncasecmp(y->str, v->str, v->len)) &&
+            !names_a_field(s->tools, name->str, y->str) && nd_other_object_flanks(request, o, y->str, y->len)) {
+            taken = 1;
+            /* the calls in the request's order; the whole request's own call keeps its checks */
+            const nd_json *first = o->value_first ? call : other, *second = o->value_first ? other : call;
+            nd_buf_putc(&out->calls, '[');
+            nd_json_write(&out->calls, first, ascii);
+            nd_buf_putc(&out->calls, ',');
+            nd_json_write(&out->calls, second, ascii);
+            nd_buf_putc(&out->calls, ']');
+            nd_json *mine = NULL;
+            needle_error perr;
+            if (whole_completed && nd_json_parse(whole_completed, strlen(whole_completed), NULL, &mine, &perr) == 0) {
+                merge_completed(mine, env, ascii, &out->completed, 1);
+                nd_json_free(mine);
+            } else {
+                merge_completed(NULL, env, ascii, &out->completed, 0);
+            }
+            const nd_json *c = nd_json_get(env, "confidence");
+            out->confidence = whole_confidence;
+            if (c && c->type == ND_JSON_NUMBER && (isnan(out->confidence) || c->num < out->confidence))
+                out->confidence = c->num;
+            out->keeps_whole = 1;
+            nd_buf_putc(&out->parts, '[');
+            nd_json_write_string(&out->parts, o->value_first ? request : reduced.data,
+                                 strlen(o->value_first ? request : reduced.data), ascii);
+            nd_buf_putc(&out->parts, ',');
+            nd_json_write_string(&out->parts, o->value_first ? reduced.data : request,
+                                 strlen(o->value_first ? reduced.data : request), ascii);
+            nd_buf_putc(&out->parts, ']');
+        }
+        nd_json_free(env);
+        nd_buf_free(&reduced);
+    }
+    return rc ? rc : taken;
+}
+
+int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, const char *whole_completed,
+                       double whole_confidence, int max_new_tokens, nd_split_answer *out, needle_error *err)
 {
     nd_split_point points[ND_SPLIT_MAX_POINTS];
     /* a side cut again tries its two strongest cuts only: a request full of
      * "and"s costs at most 4 x 2 x (1 + 2 x 2) short turns */
-    int n_points = nd_split_points(request, calls, points, s->split >= ND_SPLIT_DEPTH ? ND_SPLIT_MAX_POINTS : 2);
-    if (n_points == 0 || !s->tools) return 0;
+    int top = s->split >= ND_SPLIT_DEPTH;
+    int n_points = nd_split_points(request, calls, points, top ? ND_SPLIT_MAX_POINTS : 2);
+    nd_other_object objects[ND_OTHER_OBJECT_MAX];
+    int one_call = array_count(calls) == 1;
+    int n_objects = one_call ? nd_other_objects(request, &calls->items[0], objects, ND_OTHER_OBJECT_MAX) : 0;
+    if ((n_points == 0 && n_objects == 0) || !s->tools) return 0;
     needle_session *scratch = NULL;
     int rc = open_scratch(s, max_new_tokens, &scratch, err);
     if (rc) return rc == NEEDLE_ENOMEM ? rc : 0; /* (the session's own options opened it once) */
@@ -170,7 +264,7 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
             out->calls.len = 0;
             if (merge_calls(left, right, ascii, &out->calls) >= 2) {
                 taken = 1;
-                merge_completed(left, right, ascii, &out->completed);
+                merge_completed(left, right, ascii, &out->completed, 0);
                 out->confidence = lower_confidence(left, right);
                 nd_buf_putc(&out->parts, '[');
                 nd_json_write_string(&out->parts, request + pt->left_begin, pt->left_end - pt->left_begin, ascii);
@@ -181,6 +275,13 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
         }
         nd_json_free(left);
         nd_json_free(right);
+    }
+    if (!taken && !rc && n_objects > 0)
+        taken = answer_other_object(s, scratch, request, &calls->items[0], whole_completed, whole_confidence,
+                                    max_new_tokens, top ? ND_OTHER_OBJECT_MAX : 2, out, err);
+    if (taken < 0) {
+        rc = taken;
+        taken = 0;
     }
     nd_session_free(scratch);
     if (!rc && (out->calls.oom || out->completed.oom || out->parts.oom))

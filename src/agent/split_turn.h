@@ -7,8 +7,17 @@
  * something, nothing either side calls is withheld or has a value its side
  * does not say (validation.ungrounded), and together they make two calls or
  * more.  The first cut that passes is taken (at most ND_SPLIT_MAX_POINTS are
- * tried, two short turns each; a side may be cut again, trying two).  The session's own KV cache keeps the tokens
- * the model wrote for the whole request, as with the value repairs. */
+ * tried, two short turns each; a side may be cut again, trying two).
+ *
+ * One action with two objects ("call Filippo & Londisizwe") is answered the
+ * same way when no cut is taken and the model wrote one call: the request
+ * without the object it wrote is answered alone, and its call is added when
+ * it is the same tool with another value for the same key, standing across
+ * the join (split_request.h, nd_other_objects), grounded and not withheld,
+ * and that value does not name one of the tool's fields ("brightness").
+ *
+ * The session's own KV cache keeps the tokens the model wrote for the whole
+ * request, as with the value repairs. */
 #ifndef ND_SPLIT_TURN_H
 #define ND_SPLIT_TURN_H
 
@@ -24,15 +33,19 @@ typedef struct {
     nd_buf completed;  /* the parts' validation.completed, one JSON array */
     nd_buf parts;      /* the two sides, a JSON array of strings (validation.split) */
     double confidence; /* the lower of the parts' confidences (NaN: neither has one) */
+    int keeps_whole;   /* one of the calls is the whole request's own (one action, two objects):
+                          its grounding flags stand */
 } nd_split_answer;
 
 void nd_split_answer_init(nd_split_answer *a);
 void nd_split_answer_free(nd_split_answer *a);
 
-/* Try the cuts of request (calls: the model's answer to it).  Returns 1 with
- * *out filled when the parts' answers are taken, 0 when not, or an error
- * code (out of memory; a part's input error is only a cut not taken). */
-int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, int max_new_tokens,
-                       nd_split_answer *out, needle_error *err);
+/* Try the cuts of request, then its other objects (calls: the model's answer
+ * to it, after the value repairs; whole_completed and whole_confidence: that
+ * answer's validation.completed and confidence).  Returns 1 with *out filled
+ * when the parts' answers are taken, 0 when not, or an error code (out of
+ * memory; a part's input error is only a cut not taken). */
+int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, const char *whole_completed,
+                       double whole_confidence, int max_new_tokens, nd_split_answer *out, needle_error *err);
 
 #endif

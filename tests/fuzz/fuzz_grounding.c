@@ -12,7 +12,8 @@
  * also reported ungrounded; the recogniser and the path finder accept any
  * text and any token bytes; a finished name is a piece of the request that
  * holds the value it replaced, and the calls stay valid JSON; a cut's two
- * sides are ordered pieces of the request, neither empty. */
+ * sides are ordered pieces of the request, neither empty, and the other
+ * objects' cuts lie inside it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,20 @@ static void check_cuts(const char *request, const nd_json *calls)
         if (!(p[i].left_begin < p[i].left_end && p[i].left_end <= p[i].right_begin &&
               p[i].right_begin < p[i].right_end && p[i].right_end <= len))
             abort();
+    /* one action, two objects: each call's values next to a join */
+    for (size_t c = 0; calls && calls->type == ND_JSON_ARRAY && c < calls->count; c++) {
+        nd_other_object o[ND_OTHER_OBJECT_MAX];
+        int k = nd_other_objects(request, &calls->items[c], o, ND_OTHER_OBJECT_MAX);
+        if (k < 0 || k > ND_OTHER_OBJECT_MAX) abort();
+        for (int i = 0; i < k; i++) {
+            if (!(o[i].value_begin < o[i].value_end && o[i].value_end <= len && o[i].cut_begin < o[i].cut_end &&
+                  o[i].cut_end <= len && o[i].far_side <= len && o[i].key))
+                abort();
+            /* the far side's first bytes, and the whole request, as the other value */
+            (void)nd_other_object_flanks(request, &o[i], request + o[i].far_side, len - o[i].far_side);
+            (void)nd_other_object_flanks(request, &o[i], request, len);
+        }
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
