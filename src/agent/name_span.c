@@ -165,17 +165,6 @@ char *nd_name_span_widen(const char *request, const char *value, size_t len)
     return NULL;
 }
 
-/* A free string schema: type "string" with nothing that restricts the text. */
-static int free_string(const nd_json *schema)
-{
-    const nd_json *t = schema ? nd_json_get(schema, "type") : NULL;
-    if (!t || t->type != ND_JSON_STRING || strcmp(t->str, "string") != 0) return 0;
-    static const char *const RESTRICT[] = {"enum", "const", "pattern", "format", "minLength", "maxLength"};
-    for (size_t i = 0; i < sizeof RESTRICT / sizeof RESTRICT[0]; i++)
-        if (nd_json_get(schema, RESTRICT[i])) return 0;
-    return 1;
-}
-
 /* Widen one string value in place: 1 widened, 0 not, -1 out of memory. */
 static int widen_value(nd_json *v, const char *request)
 {
@@ -201,9 +190,9 @@ int nd_complete_names(nd_json *calls, const nd_json *tools, const char *request,
             const nd_json *schema = nd_json_get(props, args->keys[k]);
             nd_json *v = &args->items[k];
             int got = 0;
-            if (free_string(schema)) {
+            if (nd_free_string_schema(schema)) {
                 got = widen_value(v, request);
-            } else if (v->type == ND_JSON_ARRAY && schema && free_string(nd_json_get(schema, "items"))) {
+            } else if (v->type == ND_JSON_ARRAY && schema && nd_free_string_schema(nd_json_get(schema, "items"))) {
                 for (size_t i = 0; i < v->count; i++) got |= widen_value(&v->items[i], request);
             }
             if (got) {

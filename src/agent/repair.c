@@ -120,3 +120,13 @@ void nd_tokenize(const char *s, nd_tokens *t)
 }
 
 int nd_token_is(const nd_tokens *t, int i, const char *w) { return i >= 0 && i < t->n && !strcmp(t->w[i], w); }
+
+int nd_free_string_schema(const nd_json *schema)
+{
+    const nd_json *t = schema ? nd_json_get(schema, "type") : NULL;
+    if (!t || t->type != ND_JSON_STRING || strcmp(t->str, "string") != 0) return 0;
+    static const char *const RESTRICT[] = {"enum", "const", "pattern", "format", "minLength", "maxLength"};
+    for (size_t i = 0; i < sizeof RESTRICT / sizeof RESTRICT[0]; i++)
+        if (nd_json_get(schema, RESTRICT[i])) return 0;
+    return 1;
+}

@@ -30,6 +30,10 @@ void nd_repair_note(nd_buf *paths, int *n_paths, const char *tool, const char *k
  * bounds_only: 1 when the bounds alone refuse v (the rest would take it). */
 int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only);
 
+/* A free string schema: type "string" with nothing that restricts the text
+ * (no enum, const, pattern, format, minLength or maxLength). */
+int nd_free_string_schema(const nd_json *schema);
+
 /* Does the schema's "pattern" accept text (ASCII)?  0 without a pattern. */
 int nd_pattern_accepts(const nd_json *schema, const char *text);
 

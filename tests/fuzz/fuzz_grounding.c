@@ -1,6 +1,7 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
- * the name finisher (agent/name_span.c), the choices said
+ * the name finisher (agent/name_span.c), the message widener
+ * (agent/message_span.c), the choices said
  * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
  * number read (agent/said_number.c), the quantities converted
  * (agent/said_quantity.c), the date read (agent/said_date.c) and the cuts
@@ -20,6 +21,7 @@
 
 #include "agent/clock_time.h"
 #include "agent/grounding.h"
+#include "agent/message_span.h"
 #include "agent/name_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
@@ -36,7 +38,7 @@ static const char *TOOLS =
     "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]},"
     "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},"
     "\"timer_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":120},"
-    "\"day\":{\"type\":\"string\",\"format\":\"date\"}}}}]";
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"text\":{\"type\":\"string\"}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -65,6 +67,9 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     int np = 0;
     int n = nd_complete_names(wide, tools, request, &paths, &np);
     if (n < 0 || np != n) abort();
+    int texts = nd_complete_message_text(wide, tools, request, &paths, &np);
+    if (texts < 0 || np != n + texts) abort();
+    n += texts; /* (a widened message, like a name, is a piece of the request holding the value) */
     int added = nd_add_said_choices(wide, tools, request, &paths, &np);
     if (added < 0 || np != n + added) abort();
     int said = nd_clock_time_said(request);
