@@ -1,7 +1,7 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
  * the name finisher (agent/name_span.c), the message widener
- * (agent/message_span.c), the choices said
+ * (agent/message_span.c), the place widener (agent/place_span.c), the choices said
  * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
  * number read (agent/said_number.c), the quantities converted
  * (agent/said_quantity.c), the date read (agent/said_date.c) and the cuts
@@ -23,6 +23,7 @@
 #include "agent/grounding.h"
 #include "agent/message_span.h"
 #include "agent/name_span.h"
+#include "agent/place_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
 #include "agent/said_date.h"
@@ -69,7 +70,10 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (n < 0 || np != n) abort();
     int texts = nd_complete_message_text(wide, tools, request, &paths, &np);
     if (texts < 0 || np != n + texts) abort();
-    n += texts; /* (a widened message, like a name, is a piece of the request holding the value) */
+    int places = nd_complete_place_names(wide, tools, request, &paths, &np);
+    if (places < 0 || np != n + texts + places) abort();
+    n += texts + places; /* (a widened message or place, like a name, is a piece of the request holding the
+                            value, or held by it: a place loses the tool's own noun) */
     int added = nd_add_said_choices(wide, tools, request, &paths, &np);
     if (added < 0 || np != n + added) abort();
     int said = nd_clock_time_said(request);
@@ -110,7 +114,7 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
             if (v1->type != ND_JSON_STRING || (v0->len == v1->len && !memcmp(v0->str, v1->str, v0->len))) continue;
             changed++;
             if (timed && v1->len == 5 && v1->str[2] == ':') continue; /* the time read */
-            if (!strstr(request, v1->str) || !strstr(v1->str, v0->str)) abort();
+            if (!strstr(request, v1->str) || (!strstr(v1->str, v0->str) && !strstr(v0->str, v1->str))) abort();
         }
     }
     if (changed > n + timed) abort();

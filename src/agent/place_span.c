@@ -1,0 +1,168 @@
+/* place_span.c - a place named in part is taken whole (place_span.h). */
+#include "agent/place_span.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agent/repair.h"
+#include "core/utf8.h"
+
+#define MAX_WORDS 128
+
+typedef struct {
+    size_t begin, end;
+} span;
+
+static int letter(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
+}
+
+/* The request as words (a letter, then letters, ' and -) and single marks;
+ * returns how many (at most cap). */
+static int split_words(const char *text, span *w, int cap)
+{
+    int n = 0;
+    size_t len = strlen(text);
+    for (size_t i = 0; i < len && n < cap;) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            i++;
+            continue;
+        }
+        size_t e = i + 1;
+        if (letter(c))
+            while (e < len && (letter((unsigned char)text[e]) || text[e] == '\'' || text[e] == '-')) e++;
+        else
+            while (e < len && ((unsigned char)text[e] & 0xC0) == 0x80) e++; /* one whole UTF-8 mark */
+        w[n].begin = i;
+        w[n].end = e;
+        n++;
+        i = e;
+    }
+    return n;
+}
+
+static int word_is(const char *text, span w, const char *s)
+{
+    size_t n = strlen(s);
+    return w.end - w.begin == n && strncasecmp(text + w.begin, s, n) == 0;
+}
+
+/* Is the word one of the tool's name ("lights" of "set_lights"), plural 's' aside? */
+static int tool_word(const char *text, span w, const char *tool)
+{
+    size_t n = w.end - w.begin;
+    if (n > 1 && (text[w.end - 1] == 's' || text[w.end - 1] == 'S')) n--;
+    for (const char *p = tool; *p;) {
+        size_t k = 0;
+        while (p[k] && p[k] != '_' && p[k] != '-' && p[k] != ' ') k++;
+        size_t m = k > 1 && (p[k - 1] == 's' || p[k - 1] == 'S') ? k - 1 : k;
+        if (m == n && n > 0 && strncasecmp(text + w.begin, p, n) == 0) return 1;
+        p += k;
+        while (*p == '_' || *p == '-' || *p == ' ') p++;
+    }
+    return 0;
+}
+
+static const char *const FUNCTION_WORDS[] = {
+    "the",  "a",    "an",   "my",    "our",    "your",  "his",   "her",   "their", "this",  "that",  "these",
+    "those", "in",  "on",   "at",    "to",     "for",   "of",    "and",   "or",    "with",  "from",  "by",
+    "into", "onto", "off",  "up",    "down",   "out",   "over",  "please", "pls",  "thanks", "thx", "all",
+    "some", "every", "each", "it",   "its",    "me",    "us",    "them",  "is",    "are",   "be",    "set",
+    "turn", "switch", "make", "put", "get",    "show",  "tell",  "what",  "whats", "how",   "hows",  "will",
+    "would", "could", "can", "should", NULL};
+
+/* May the word join a place name: plain lower-case ASCII, not a function word
+ * or a word of the tool's name? */
+static int joins(const char *text, span w, const char *tool)
+{
+    if (!(text[w.begin] >= 'a' && text[w.begin] <= 'z')) return 0;
+    for (size_t i = w.begin; i < w.end; i++)
+        if (!((text[i] >= 'a' && text[i] <= 'z') || text[i] == '\'' || text[i] == '-')) return 0;
+    for (const char *const *f = FUNCTION_WORDS; *f; f++)
+        if (word_is(text, w, *f)) return 0;
+    return !tool_word(text, w, tool);
+}
+
+/* The value as a run of whole words of the request, found once: its first
+ * and last word in *a and *b. */
+static int locate(const char *request, const span *w, int n, const char *value, size_t value_len, int *a, int *b)
+{
+    span vw[MAX_WORDS];
+    char *v = malloc(value_len + 1);
+    if (!v) return 0;
+    memcpy(v, value, value_len);
+    v[value_len] = '\0';
+    int m = split_words(v, vw, MAX_WORDS), found = 0;
+    for (int i = 0; m > 0 && i + m <= n; i++) {
+        int same = 1;
+        for (int k = 0; k < m && same; k++)
+            same = w[i + k].end - w[i + k].begin == vw[k].end - vw[k].begin &&
+                   memcmp(request + w[i + k].begin, v + vw[k].begin, vw[k].end - vw[k].begin) == 0;
+        if (!same) continue;
+        if (found++) break;
+        *a = i;
+        *b = i + m - 1;
+    }
+    free(v);
+    return found == 1;
+}
+
+char *nd_place_span_reshape(const char *request, const char *tool, const char *value, size_t value_len)
+{
+    span w[MAX_WORDS];
+    int n = split_words(request, w, MAX_WORDS), a, b;
+    if (!locate(request, w, n, value, value_len, &a, &b)) return NULL;
+    /* the tool's own noun at the end goes ("greenhouse lights" -> "greenhouse") */
+    while (b > a && tool_word(request, w[b], tool)) b--;
+    /* after: words between the value and the tool's noun */
+    int nb = b;
+    while (nb + 1 < n && nb - b < 2 && joins(request, w[nb + 1], tool)) nb++;
+    while (nb > b && !(nb + 1 < n && tool_word(request, w[nb + 1], tool))) nb--;
+    /* before: words right after "the", "my" or "our" */
+    int na = a;
+    while (na > 0 && a - na < 2 && joins(request, w[na - 1], tool)) na--;
+    while (na < a && !(na > 0 && (word_is(request, w[na - 1], "the") || word_is(request, w[na - 1], "my") ||
+                                  word_is(request, w[na - 1], "our"))))
+        na++;
+    size_t s0 = w[na].begin, s1 = w[nb].end;
+    if (s1 - s0 == value_len && memcmp(request + s0, value, value_len) == 0) return NULL;
+    if (nd_utf8_first_invalid(request + s0, s1 - s0) != s1 - s0) return NULL;
+    char *out = malloc(s1 - s0 + 1);
+    if (!out) return NULL;
+    memcpy(out, request + s0, s1 - s0);
+    out[s1 - s0] = '\0';
+    return out;
+}
+
+static int place_key(const char *key)
+{
+    static const char *const KEYS[] = {"room", "location", "destination", "place", "area",
+                                       "zone", "door",     "window",      "city",  "address", NULL};
+    for (const char *const *k = KEYS; *k; k++)
+        if (!strcasecmp(key, *k)) return 1;
+    return 0;
+}
+
+int nd_complete_place_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
+{
+    nd_one_call one;
+    if (!request || !nd_repair_one_call(calls, tools, &one)) return 0;
+    int changed = 0;
+    for (size_t k = 0; k < one.args->count; k++) {
+        nd_json *v = &one.args->items[k];
+        if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) || !place_key(one.args->keys[k]) ||
+            !nd_free_string_schema(nd_json_get(one.props, one.args->keys[k])))
+            continue;
+        char *shaped = nd_place_span_reshape(request, one.tool, v->str, v->len);
+        if (!shaped) continue;
+        free(v->str);
+        v->str = shaped;
+        v->len = strlen(shaped);
+        changed++;
+        nd_repair_note(paths, n_paths, one.tool, one.args->keys[k]);
+    }
+    return paths->oom ? -1 : changed;
+}

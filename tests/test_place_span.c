@@ -1,0 +1,95 @@
+/* test_place_span.c - a place named in part is taken whole
+ * (src/agent/place_span.h): the tool's own noun dropped, lower-case words
+ * joined before the tool's noun or after a determiner, what never joins, the
+ * keys and schemas it reads, and the bundled model end to end. */
+#include "agent/place_span.h"
+#include "repair_check.h"
+
+static const char *TOOLS =
+    "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"room\":{\"type\":\"string\"},\"Location\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"},"
+    "\"zone\":{\"type\":\"string\",\"enum\":[\"hall\",\"big hall\"]},\"on\":{\"type\":\"boolean\"}}}}]";
+
+static int places(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
+{
+    return nd_complete_place_names(calls, tools, (const char *)request, paths, np);
+}
+
+/* The room after the repair of {"room":VALUE} for request (" *" when listed). */
+static const char *room_of(const char *value, const char *request)
+{
+    static char calls[256], out[256];
+    snprintf(calls, sizeof calls, "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"%s\",\"on\":true}}]", value);
+    const char *r = repair_apply(TOOLS, calls, places, (void *)request);
+    const char *t = strstr(r, "\"room\":\"");
+    if (!t) return r;
+    t += 8;
+    const char *e = strchr(t, '"');
+    snprintf(out, sizeof out, "%.*s%s", e ? (int)(e - t) : 0, t, strstr(r, "|[]") ? "" : " *");
+    return out;
+}
+
+#define ROOM(value, req, want) CHECKF(strcmp(room_of(value, req), want) == 0, "%s / %s -> %s", value, req, room_of(value, req))
+
+static void test_places_taken_whole(void)
+{
+    ROOM("upstairs", "the upstairs landing lights should be on at 75 percent", "upstairs landing *");
+    ROOM("cellar", "could u switch off the lights in the wine cellar", "wine cellar *");
+    ROOM("greenhouse lights", "turn on the greenhouse lights, orange, 60%", "greenhouse *");
+    ROOM("closet", "hi! switch on the lights for the west closet asap", "west closet *");
+    ROOM("bedroom", "turn off the small master bedroom lights please", "small master bedroom *");
+    ROOM("lower", "switch off the lower conservatory light", "lower conservatory *"); /* (singular noun) */
+}
+
+static void test_what_never_joins(void)
+{
+    ROOM("porch", "set the lights in the porch position 11%", "porch");             /* no tool noun after */
+    ROOM("Nairobi", "lights for Nairobi next Tuesday", "Nairobi");                  /* nor after "next" */
+    ROOM("garden", "lights in big garden", "garden");                              /* no determiner before */
+    ROOM("garden", "lights in the really very big garden", "garden");              /* three words away */
+    ROOM("hall", "the hall and porch lights", "hall");                            /* a function word */
+    ROOM("hall", "the Grand hall lights", "hall");                                 /* capitals: name_span's */
+    ROOM("den", "the den lights and the den lamp", "den");                         /* said twice */
+    ROOM("kitchen", "kitchen lights off please", "kitchen");                       /* already whole */
+    ROOM("garage", "open the garage", "garage");
+    ROOM("", "the lights", "");
+    ROOM("nowhere", "the lights in the hall", "nowhere");
+}
+
+static void test_keys_and_schemas(void)
+{
+    /* any case of a place key; not other keys; not a restricted string; two calls left alone */
+    CHECK(!strcmp(repair_apply(TOOLS, "[{\"name\":\"set_lights\",\"arguments\":{\"Location\":\"cellar\"}}]", places,
+                               (void *)"lights in the wine cellar"),
+                  "[{\"name\":\"set_lights\",\"arguments\":{\"Location\":\"wine cellar\"}}]|[\"set_lights.Location\"]"));
+    CHECK(!strcmp(repair_apply(TOOLS, "[{\"name\":\"set_lights\",\"arguments\":{\"label\":\"cellar\"}}]", places,
+                               (void *)"lights in the wine cellar"),
+                  "[{\"name\":\"set_lights\",\"arguments\":{\"label\":\"cellar\"}}]|[]"));
+    CHECK(!strcmp(repair_apply(TOOLS, "[{\"name\":\"set_lights\",\"arguments\":{\"zone\":\"hall\"}}]", places,
+                               (void *)"lights in the big hall"),
+                  "[{\"name\":\"set_lights\",\"arguments\":{\"zone\":\"hall\"}}]|[]"));
+    const char *two = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"cellar\"}},"
+                      "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"den\"}}]";
+    char want[256];
+    snprintf(want, sizeof want, "%s|[]", two);
+    CHECK(!strcmp(repair_apply(TOOLS, two, places, (void *)"lights in the wine cellar and the den"), want));
+    CHECK(nd_place_span_reshape("the wine cellar lights", "set_lights", "", 0) == NULL);
+}
+
+/* Through the public API: the bundled model cuts the room short. */
+static void test_envelope_reports_the_whole_place(void)
+{
+    const char *req[] = {"could u switch off the lights in the wine cellar"};
+    char *env = bundled_envelope(NULL, NULL, 0, req, 1);
+    CHECKF(env && strstr(env, "\"room\":\"wine cellar\""), "%s", env ? env : "(none)");
+    needle_free(env);
+}
+
+int main(void)
+{
+    RUN(test_places_taken_whole);
+    RUN(test_what_never_joins);
+    RUN(test_keys_and_schemas);
+    RUN(test_envelope_reports_the_whole_place);
+    return check_summary();
+}
