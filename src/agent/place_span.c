@@ -113,7 +113,7 @@ static int locate(const char *request, const span *w, int n, const char *value, 
 char *nd_place_span_reshape(const char *request, const char *tool, const char *value, size_t value_len)
 {
     span w[MAX_WORDS];
-    int n = split_words(request, w, MAX_WORDS), a, b;
+    int n = split_words(request, w, MAX_WORDS), a = 0, b = 0;
     if (!locate(request, w, n, value, value_len, &a, &b)) return NULL;
     /* the tool's own noun at the end goes ("greenhouse lights" -> "greenhouse") */
     while (b > a && tool_word(request, w[b], tool)) b--;
