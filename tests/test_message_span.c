@@ -77,6 +77,7 @@ static void test_what_is_left_alone(void)
     TEXT("late", "late, so late: text Bo late", "late");                          /* said twice */
     TEXT("lat", "text Bo that I am late", "lat");                                 /* not at word edges */
     TEXT("nowhere", "text Bo that I am late", "nowhere");                         /* not said */
+    TEXT("x", "write to x: running late", "x"); /* repeats the recipient: a placeholder, grounding.c's */
     /* not a message key, a restricted string, two calls */
     CHECK(strcmp(widen("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"x\",\"text\":\"y\",\"label\":\"the\"}}]",
                        "text x that y, label the big one"),

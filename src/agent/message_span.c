@@ -231,6 +231,13 @@ int nd_complete_message_text(nd_json *calls, const nd_json *tools, const char *r
         if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) || !message_key(one.args->keys[k]) ||
             !nd_free_string_schema(nd_json_get(one.props, one.args->keys[k])))
             continue;
+        /* a text that repeats another argument is a placeholder: grounding.c withholds it */
+        int repeats = 0;
+        for (size_t o = 0; o < one.args->count && !repeats; o++) {
+            const nd_json *w = &one.args->items[o];
+            repeats = o != k && w->type == ND_JSON_STRING && w->len == v->len && !strncasecmp(w->str, v->str, v->len);
+        }
+        if (repeats) continue;
         char *wide = nd_message_span_widen(request, v->str, v->len);
         if (!wide) continue;
         free(v->str);

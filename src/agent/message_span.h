@@ -9,7 +9,8 @@
  *
  *   - a free string argument (no enum, const, pattern, format or length
  *     bounds) named text, message, body, content, note or caption (any case),
- *     whose value occurs once in the latest request, at word edges;
+ *     whose value occurs once in the latest request, at word edges, and
+ *     does not repeat another argument (a placeholder: grounding.h);
  *   - inside quotation marks ("...", '...', “...”, ‘...’): to the marks;
  *   - otherwise to the end of the request, but not past "and then", "then",
  *     "and also", "also", "plus" or ';' (a second request begins there; see

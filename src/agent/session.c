@@ -18,6 +18,7 @@
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
 #include "agent/said_date.h"
+#include "agent/said_label.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "agent/split_turn.h"
@@ -628,7 +629,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             /* Values the request states are taken from it where the model's differ
              * (every session, strict included; user turns): a name copied in part is finished (name_span.h), a
              * message's text is taken whole (message_span.h), a place named in part too
-             * (place_span.h), an
+             * (place_span.h), the label named is written (said_label.h), an
              * optional choice named is added (said_choice.h), the clock time said is
              * written (clock_time.h), a duration or volume is converted to the
              * argument's unit (said_quantity.h), the date said is written or added
@@ -640,7 +641,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int a = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int t = a < 0 ? -1 : nd_complete_message_text(calls, s->tools, s->last_request, &completed, &n_completed);
                 int p = t < 0 ? -1 : nd_complete_place_names(calls, s->tools, s->last_request, &completed, &n_completed);
-                int b = p < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
+                int l = p < 0 ? -1 : nd_fix_said_label(calls, s->tools, s->last_request, &completed, &n_completed);
+                int b = l < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
                 int c = b < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* a duration or volume in the argument's unit (said_quantity.h); one the
                  * schema refuses is a value outside the schema, as a bent one */
@@ -650,7 +652,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 if (outside[0] && !bent[0]) memcpy(bent, outside, sizeof outside);
                 /* the date said, written or added (said_date.h) */
                 int e = q < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
-                changed = a < 0 || t < 0 || p < 0 || b < 0 || c < 0 || q < 0 || e < 0 ? -1 : a + t + p + b + c + q + e;
+                changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || c < 0 || q < 0 || e < 0
+                              ? -1
+                              : a + t + p + l + b + c + q + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);

@@ -1,7 +1,8 @@
 /* fuzz_grounding.c - libFuzzer harness for the grounding checks
  * (agent/grounding.c), the range guard's recogniser (agent/range_guard.c) and
  * the name finisher (agent/name_span.c), the message widener
- * (agent/message_span.c), the place widener (agent/place_span.c), the choices said
+ * (agent/message_span.c), the place widener (agent/place_span.c), the label
+ * said (agent/said_label.c), the choices said
  * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
  * number read (agent/said_number.c), the quantities converted
  * (agent/said_quantity.c), the date read (agent/said_date.c) and the cuts
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agent/clock_time.h"
 #include "agent/grounding.h"
@@ -27,6 +29,7 @@
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
 #include "agent/said_date.h"
+#include "agent/said_label.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "agent/split_request.h"
@@ -39,7 +42,7 @@ static const char *TOOLS =
     "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]},"
     "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},"
     "\"timer_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":120},"
-    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"text\":{\"type\":\"string\"}}}}]";
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"text\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -72,7 +75,12 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (texts < 0 || np != n + texts) abort();
     int places = nd_complete_place_names(wide, tools, request, &paths, &np);
     if (places < 0 || np != n + texts + places) abort();
-    n += texts + places; /* (a widened message or place, like a name, is a piece of the request holding the
+    int labelled = nd_fix_said_label(wide, tools, request, &paths, &np);
+    if (labelled < 0 || np != n + texts + places + labelled) abort();
+    char *label = nd_label_said(request);
+    if (label && (!label[0] || !strstr(request, label))) abort(); /* a piece of the request */
+    free(label);
+    n += texts + places + labelled; /* (a widened message or place, like a name, is a piece of the request holding the
                             value, or held by it: a place loses the tool's own noun) */
     int added = nd_add_said_choices(wide, tools, request, &paths, &np);
     if (added < 0 || np != n + added) abort();
@@ -114,7 +122,10 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
             if (v1->type != ND_JSON_STRING || (v0->len == v1->len && !memcmp(v0->str, v1->str, v0->len))) continue;
             changed++;
             if (timed && v1->len == 5 && v1->str[2] == ':') continue; /* the time read */
-            if (!strstr(request, v1->str) || (!strstr(v1->str, v0->str) && !strstr(v0->str, v1->str))) abort();
+            if (!strstr(request, v1->str)) abort();
+            if (labelled && (!strcasecmp(a1->keys[k], "label") || !strcasecmp(a1->keys[k], "title")))
+                continue; /* the label said replaces the model's */
+            if (!strstr(v1->str, v0->str) && !strstr(v0->str, v1->str)) abort();
         }
     }
     if (changed > n + timed) abort();
