@@ -213,38 +213,28 @@ char *nd_message_span_widen(const char *request, const char *value, size_t value
     return out;
 }
 
-static int message_key(const char *key)
+/* A message argument: named text, message, body, content, note or caption,
+ * and not a repeat of another argument (a placeholder: grounding.c withholds it). */
+static int wants_message(const nd_json *args, size_t k)
 {
     static const char *const KEYS[] = {"text", "message", "body", "content", "note", "caption", NULL};
-    for (const char *const *k = KEYS; *k; k++)
-        if (!strcasecmp(key, *k)) return 1;
-    return 0;
+    int named = 0;
+    for (const char *const *key = KEYS; *key && !named; key++) named = !strcasecmp(args->keys[k], *key);
+    const nd_json *v = &args->items[k];
+    for (size_t o = 0; named && o < args->count; o++) {
+        const nd_json *w = &args->items[o];
+        if (o != k && w->type == ND_JSON_STRING && w->len == v->len && !strncasecmp(w->str, v->str, v->len)) named = 0;
+    }
+    return named;
+}
+
+static char *widen(const char *request, const char *tool, const char *value, size_t value_len)
+{
+    (void)tool;
+    return nd_message_span_widen(request, value, value_len);
 }
 
 int nd_complete_message_text(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
-    nd_one_call one;
-    if (!request || !nd_repair_one_call(calls, tools, &one)) return 0;
-    int widened = 0;
-    for (size_t k = 0; k < one.args->count; k++) {
-        nd_json *v = &one.args->items[k];
-        if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) || !message_key(one.args->keys[k]) ||
-            !nd_free_string_schema(nd_json_get(one.props, one.args->keys[k])))
-            continue;
-        /* a text that repeats another argument is a placeholder: grounding.c withholds it */
-        int repeats = 0;
-        for (size_t o = 0; o < one.args->count && !repeats; o++) {
-            const nd_json *w = &one.args->items[o];
-            repeats = o != k && w->type == ND_JSON_STRING && w->len == v->len && !strncasecmp(w->str, v->str, v->len);
-        }
-        if (repeats) continue;
-        char *wide = nd_message_span_widen(request, v->str, v->len);
-        if (!wide) continue;
-        free(v->str);
-        v->str = wide;
-        v->len = strlen(wide);
-        widened++;
-        nd_repair_note(paths, n_paths, one.tool, one.args->keys[k]);
-    }
-    return paths->oom ? -1 : widened;
+    return nd_reshape_free_texts(calls, tools, request, wants_message, widen, paths, n_paths);
 }

@@ -137,32 +137,16 @@ char *nd_place_span_reshape(const char *request, const char *tool, const char *v
     return out;
 }
 
-static int place_key(const char *key)
+static int wants_place(const nd_json *args, size_t k)
 {
     static const char *const KEYS[] = {"room", "location", "destination", "place", "area",
                                        "zone", "door",     "window",      "city",  "address", NULL};
-    for (const char *const *k = KEYS; *k; k++)
-        if (!strcasecmp(key, *k)) return 1;
+    for (const char *const *key = KEYS; *key; key++)
+        if (!strcasecmp(args->keys[k], *key)) return 1;
     return 0;
 }
 
 int nd_complete_place_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
-    nd_one_call one;
-    if (!request || !nd_repair_one_call(calls, tools, &one)) return 0;
-    int changed = 0;
-    for (size_t k = 0; k < one.args->count; k++) {
-        nd_json *v = &one.args->items[k];
-        if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) || !place_key(one.args->keys[k]) ||
-            !nd_free_string_schema(nd_json_get(one.props, one.args->keys[k])))
-            continue;
-        char *shaped = nd_place_span_reshape(request, one.tool, v->str, v->len);
-        if (!shaped) continue;
-        free(v->str);
-        v->str = shaped;
-        v->len = strlen(shaped);
-        changed++;
-        nd_repair_note(paths, n_paths, one.tool, one.args->keys[k]);
-    }
-    return paths->oom ? -1 : changed;
+    return nd_reshape_free_texts(calls, tools, request, wants_place, nd_place_span_reshape, paths, n_paths);
 }

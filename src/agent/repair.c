@@ -130,3 +130,26 @@ int nd_free_string_schema(const nd_json *schema)
         if (nd_json_get(schema, RESTRICT[i])) return 0;
     return 1;
 }
+
+int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *request,
+                          int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape, nd_buf *paths,
+                          int *n_paths)
+{
+    nd_one_call one;
+    if (!request || !nd_repair_one_call(calls, tools, &one)) return 0;
+    int changed = 0;
+    for (size_t k = 0; k < one.args->count; k++) {
+        nd_json *v = &one.args->items[k];
+        if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) ||
+            !nd_free_string_schema(nd_json_get(one.props, one.args->keys[k])) || !wants(one.args, k))
+            continue;
+        char *text = reshape(request, one.tool, v->str, v->len);
+        if (!text) continue;
+        free(v->str);
+        v->str = text;
+        v->len = strlen(text);
+        changed++;
+        nd_repair_note(paths, n_paths, one.tool, one.args->keys[k]);
+    }
+    return paths->oom ? -1 : changed;
+}

@@ -34,6 +34,16 @@ int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only);
  * (no enum, const, pattern, format, minLength or maxLength). */
 int nd_free_string_schema(const nd_json *schema);
 
+/* The free-text arguments (nd_free_string_schema) of a one-call answer that
+ * `wants` (the arguments object and the member's index) are given to
+ * `reshape`; a new text it returns (malloc'd; NULL: no change) replaces the
+ * value and "tool.key" is noted in *paths.  Returns how many were replaced,
+ * or -1 when out of memory. */
+typedef char *(*nd_text_reshape)(const char *request, const char *tool, const char *value, size_t value_len);
+int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *request,
+                          int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape, nd_buf *paths,
+                          int *n_paths);
+
 /* Does the schema's "pattern" accept text (ASCII)?  0 without a pattern. */
 int nd_pattern_accepts(const nd_json *schema, const char *text);
 
