@@ -7,7 +7,6 @@
 #include <strings.h>
 
 #include "agent/repair.h"
-#include "core/utf8.h"
 
 static int is_alnum(unsigned char c)
 {
@@ -205,12 +204,7 @@ char *nd_message_span_widen(const char *request, const char *value, size_t value
     }
     while (start < at && is_space(request[start])) start++;
     if (start > at || stop < end || (start == at && stop == end)) return NULL;
-    if (nd_utf8_first_invalid(request + start, stop - start) != stop - start) return NULL;
-    char *out = malloc(stop - start + 1);
-    if (!out) return NULL;
-    memcpy(out, request + start, stop - start);
-    out[stop - start] = '\0';
-    return out;
+    return nd_copy_text_span(request, start, stop);
 }
 
 /* A message argument: named text, message, body, content, note or caption,

@@ -154,13 +154,7 @@ char *nd_name_span_widen(const char *request, const char *value, size_t len)
              added++)
             a--;
         if (a == first && b == last) return NULL;
-        size_t s0 = w[a].core_start, s1 = w[b].core_end;
-        if (nd_utf8_first_invalid(request + s0, s1 - s0) != s1 - s0) return NULL;
-        char *out = malloc(s1 - s0 + 1);
-        if (!out) return NULL;
-        memcpy(out, request + s0, s1 - s0);
-        out[s1 - s0] = 0;
-        return out;
+        return nd_copy_text_span(request, w[a].core_start, w[b].core_end);
     }
     return NULL;
 }

@@ -6,7 +6,6 @@
 #include <strings.h>
 
 #include "agent/repair.h"
-#include "core/utf8.h"
 
 #define MAX_WORDS 128
 
@@ -129,12 +128,7 @@ char *nd_place_span_reshape(const char *request, const char *tool, const char *v
         na++;
     size_t s0 = w[na].begin, s1 = w[nb].end;
     if (s1 - s0 == value_len && memcmp(request + s0, value, value_len) == 0) return NULL;
-    if (nd_utf8_first_invalid(request + s0, s1 - s0) != s1 - s0) return NULL;
-    char *out = malloc(s1 - s0 + 1);
-    if (!out) return NULL;
-    memcpy(out, request + s0, s1 - s0);
-    out[s1 - s0] = '\0';
-    return out;
+    return nd_copy_text_span(request, s0, s1);
 }
 
 static int wants_place(const nd_json *args, size_t k)

@@ -8,6 +8,7 @@
 
 #include "agent/grounding.h"
 #include "agent/said_number.h"
+#include "core/utf8.h"
 #include "grammar/regex.h"
 #include "needle.h"
 
@@ -152,4 +153,14 @@ int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *requ
         nd_repair_note(paths, n_paths, one.tool, one.args->keys[k]);
     }
     return paths->oom ? -1 : changed;
+}
+
+char *nd_copy_text_span(const char *text, size_t begin, size_t end)
+{
+    if (end <= begin || nd_utf8_first_invalid(text + begin, end - begin) != end - begin) return NULL;
+    char *out = malloc(end - begin + 1);
+    if (!out) return NULL;
+    memcpy(out, text + begin, end - begin);
+    out[end - begin] = '\0';
+    return out;
 }

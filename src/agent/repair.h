@@ -34,6 +34,10 @@ int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only);
  * (no enum, const, pattern, format, minLength or maxLength). */
 int nd_free_string_schema(const nd_json *schema);
 
+/* A copy of text[begin, end) (malloc'd), or NULL when it is empty, not valid
+ * UTF-8 (a cut inside a character) or memory runs out. */
+char *nd_copy_text_span(const char *text, size_t begin, size_t end);
+
 /* The free-text arguments (nd_free_string_schema) of a one-call answer that
  * `wants` (the arguments object and the member's index) are given to
  * `reshape`; a new text it returns (malloc'd; NULL: no change) replaces the

@@ -6,7 +6,6 @@
 #include <strings.h>
 
 #include "agent/repair.h"
-#include "core/utf8.h"
 
 static int is_space(char c)
 {
@@ -63,12 +62,7 @@ static char *copy_span(const char *text, size_t b, size_t e)
 {
     while (b < e && is_space(text[b])) b++;
     while (e > b && (is_space(text[e - 1]) || strchr(".!?", text[e - 1]))) e--;
-    if (e <= b || nd_utf8_first_invalid(text + b, e - b) != e - b) return NULL;
-    char *out = malloc(e - b + 1);
-    if (!out) return NULL;
-    memcpy(out, text + b, e - b);
-    out[e - b] = '\0';
-    return out;
+    return nd_copy_text_span(text, b, e);
 }
 
 char *nd_label_said(const char *request)
