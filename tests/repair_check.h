@@ -44,6 +44,28 @@ static inline const char *repair_apply(const char *tools_json, const char *calls
     return out;
 }
 
+/* One string argument after a repair: the call {"name":tool,"arguments":
+ * {key:value, rest}} (rest: more members, "" for none) is repaired for ctx
+ * (the request), and the key's value is returned as written (JSON escapes
+ * kept), followed by " *" when the repair listed an argument. */
+static inline const char *repair_string_after(const char *tools, repair_fn fn, void *ctx, const char *tool,
+                                              const char *key, const char *value, const char *rest)
+{
+    static char calls[1024], out[1024];
+    snprintf(calls, sizeof calls, "[{\"name\":\"%s\",\"arguments\":{\"%s\":\"%s\"%s%s}}]", tool, key, value,
+             rest[0] ? "," : "", rest);
+    const char *r = repair_apply(tools, calls, fn, ctx);
+    char open[64];
+    snprintf(open, sizeof open, "\"%s\":\"", key);
+    const char *t = strstr(r, open);
+    if (!t) return r;
+    t += strlen(open);
+    const char *e = t;
+    while (*e && !(*e == '"' && e[-1] != '\\')) e++;
+    snprintf(out, sizeof out, "%.*s%s", (int)(e - t), t, strstr(r, "|[]") ? "" : " *");
+    return out;
+}
+
 /* The demo tools (models/tools.json), read once. */
 static inline const char *demo_tools(void)
 {

@@ -18,18 +18,10 @@ static int messages(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np
 }
 #define widen(calls, req) repair_apply(TOOLS, calls, messages, (void *)(req))
 
-/* The text after the repair of {"recipient":"x","text":VALUE} for request. */
+/* The text after the repair of {"text":VALUE,"recipient":"x"} for request. */
 static const char *text_of(const char *value, const char *request)
 {
-    static char calls[512], out[512];
-    snprintf(calls, sizeof calls, "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"x\",\"text\":\"%s\"}}]", value);
-    const char *r = widen(calls, request);
-    const char *t = strstr(r, "\"text\":\"");
-    if (!t) return r;
-    t += 8;
-    const char *e = strstr(t, "\"}}]");
-    snprintf(out, sizeof out, "%.*s%s", e ? (int)(e - t) : 0, t, strstr(r, "|[]") ? "" : " *");
-    return out;
+    return repair_string_after(TOOLS, messages, (void *)request, "send_message", "text", value, "\"recipient\":\"x\"");
 }
 
 #define TEXT(value, req, want) CHECKF(strcmp(text_of(value, req), want) == 0, "%s / %s -> %s", value, req, text_of(value, req))

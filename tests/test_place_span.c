@@ -18,15 +18,7 @@ static int places(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, 
 /* The room after the repair of {"room":VALUE} for request (" *" when listed). */
 static const char *room_of(const char *value, const char *request)
 {
-    static char calls[256], out[256];
-    snprintf(calls, sizeof calls, "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"%s\",\"on\":true}}]", value);
-    const char *r = repair_apply(TOOLS, calls, places, (void *)request);
-    const char *t = strstr(r, "\"room\":\"");
-    if (!t) return r;
-    t += 8;
-    const char *e = strchr(t, '"');
-    snprintf(out, sizeof out, "%.*s%s", e ? (int)(e - t) : 0, t, strstr(r, "|[]") ? "" : " *");
-    return out;
+    return repair_string_after(TOOLS, places, (void *)request, "set_lights", "room", value, "\"on\":true");
 }
 
 #define ROOM(value, req, want) CHECKF(strcmp(room_of(value, req), want) == 0, "%s / %s -> %s", value, req, room_of(value, req))
