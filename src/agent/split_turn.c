@@ -96,32 +96,42 @@ static int merge_calls(const nd_json *a, const nd_json *b, int ascii, nd_buf *ou
     return n;
 }
 
-/* The parts' validation.completed lists as one array (a_is_list: a is the
- * whole request's own list, not an envelope; a may be NULL). */
-static void merge_completed(const nd_json *a, const nd_json *b, int ascii, nd_buf *out, int a_is_list)
+/* Two lists of "tool.key" paths (either may be NULL) written as one JSON array. */
+static void merge_completed(const nd_json *first, const nd_json *second, int ascii, nd_buf *out)
 {
-    const nd_json *envs[2] = {a, b};
+    const nd_json *lists[2] = {first, second};
     int n = 0;
     nd_buf_putc(out, '[');
-    for (int e = 0; e < 2; e++) {
-        const nd_json *list = e == 0 && a_is_list ? a : nd_json_get(nd_json_get(envs[e], "validation"), "completed");
-        for (size_t i = 0; i < array_count(list); i++) {
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < array_count(lists[l]); i++) {
             if (n++) nd_buf_putc(out, ',');
-            nd_json_write(out, &list->items[i], ascii);
+            nd_json_write(out, &lists[l]->items[i], ascii);
         }
-    }
     nd_buf_putc(out, ']');
 }
 
-static double lower_confidence(const nd_json *a, const nd_json *b)
+static const nd_json *completed_of(const nd_json *env)
 {
-    double out = NAN;
-    const nd_json *envs[2] = {a, b};
-    for (int e = 0; e < 2; e++) {
-        const nd_json *c = nd_json_get(envs[e], "confidence");
-        if (c && c->type == ND_JSON_NUMBER && (isnan(out) || c->num < out)) out = c->num;
-    }
-    return out;
+    return nd_json_get(nd_json_get(env, "validation"), "completed");
+}
+
+/* The lower of `so_far` (NaN: none yet) and the envelope's confidence. */
+static double lower_confidence(double so_far, const nd_json *env)
+{
+    const nd_json *c = nd_json_get(env, "confidence");
+    if (c && c->type == ND_JSON_NUMBER && (isnan(so_far) || c->num < so_far)) return c->num;
+    return so_far;
+}
+
+/* The two requests answered, a JSON array of strings. */
+static void write_parts(nd_buf *out, const char *first, size_t first_len, const char *second, size_t second_len,
+                        int ascii)
+{
+    nd_buf_putc(out, '[');
+    nd_json_write_string(out, first, first_len, ascii);
+    nd_buf_putc(out, ',');
+    nd_json_write_string(out, second, second_len, ascii);
+    nd_buf_putc(out, ']');
 }
 
 static int open_scratch(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err)
@@ -169,15 +179,14 @@ static int names_a_field(const nd_json *tools, const char *tool, const char *y)
 }
 
 /* One action, two objects (split_request.h, nd_other_objects): the request
- * without the object the model wrote, answered alone, must give the same
- * tool with another value for the same key, standing across the join.
- * Returns 1 with out filled, 0, or an error code. */
+ * without the object the model wrote (objects[0, n), in the order to try),
+ * answered alone, must give the same tool with another value for the same
+ * key, standing across the join.  Returns 1 with out filled, 0, or an error
+ * code. */
 static int answer_other_object(needle_session *s, needle_session *scratch, const char *request, const nd_json *call,
-                               const char *whole_completed, double whole_confidence, int max_new_tokens, int max_tries,
-                               nd_split_answer *out, needle_error *err)
+                               const nd_other_object *objects, int n, const char *whole_completed,
+                               double whole_confidence, int max_new_tokens, nd_split_answer *out, needle_error *err)
 {
-    nd_other_object objects[ND_OTHER_OBJECT_MAX];
-    int n = nd_other_objects(request, call, objects, max_tries < ND_OTHER_OBJECT_MAX ? max_tries : ND_OTHER_OBJECT_MAX);
     const nd_json *name = nd_json_get(call, "name");
     if (!name || name->type != ND_JSON_STRING) return 0;
     int ascii = nd_chat_json_ascii(s->model->layout), rc = 0, taken = 0;
@@ -193,7 +202,7 @@ static int answer_other_object(needle_session *s, needle_session *scratch, const
             nd_buf_free(&reduced);
             return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
         }
-        nd_json *env = answer_side(scratch, reduced.data, strlen(reduced.data), max_new_tokens, &rc, err);
+        nd_json *env = answer_side(scratch, reduced.data, reduced.len - 1, max_new_tokens, &rc, err);
         const nd_json *calls = nd_json_get(env, "function_calls");
         const nd_json *other = array_count(calls) == 1 ? &calls->items[0] : NULL;
         const nd_json *other_name = other ? nd_json_get(other, "name") : NULL;
@@ -210,26 +219,17 @@ static int answer_other_object(needle_session *s, needle_session *scratch, const
             nd_buf_putc(&out->calls, ',');
             nd_json_write(&out->calls, second, ascii);
             nd_buf_putc(&out->calls, ']');
-            nd_json *mine = NULL;
+            nd_json *mine = NULL; /* the whole request's own list (NULL: none could be read) */
             needle_error perr;
-            if (whole_completed && nd_json_parse(whole_completed, strlen(whole_completed), NULL, &mine, &perr) == 0) {
-                merge_completed(mine, env, ascii, &out->completed, 1);
-                nd_json_free(mine);
-            } else {
-                merge_completed(NULL, env, ascii, &out->completed, 0);
-            }
-            const nd_json *c = nd_json_get(env, "confidence");
-            out->confidence = whole_confidence;
-            if (c && c->type == ND_JSON_NUMBER && (isnan(out->confidence) || c->num < out->confidence))
-                out->confidence = c->num;
+            if (whole_completed && nd_json_parse(whole_completed, strlen(whole_completed), NULL, &mine, &perr) != 0)
+                mine = NULL;
+            merge_completed(mine, completed_of(env), ascii, &out->completed);
+            nd_json_free(mine);
+            out->confidence = lower_confidence(whole_confidence, env);
             out->keeps_whole = 1;
-            nd_buf_putc(&out->parts, '[');
-            nd_json_write_string(&out->parts, o->value_first ? request : reduced.data,
-                                 strlen(o->value_first ? request : reduced.data), ascii);
-            nd_buf_putc(&out->parts, ',');
-            nd_json_write_string(&out->parts, o->value_first ? reduced.data : request,
-                                 strlen(o->value_first ? reduced.data : request), ascii);
-            nd_buf_putc(&out->parts, ']');
+            size_t reduced_len = strlen(reduced.data);
+            if (o->value_first) write_parts(&out->parts, request, len, reduced.data, reduced_len, ascii);
+            else write_parts(&out->parts, reduced.data, reduced_len, request, len, ascii);
         }
         nd_json_free(env);
         nd_buf_free(&reduced);
@@ -247,7 +247,7 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
     int n_points = nd_split_points(request, calls, points, top ? ND_SPLIT_MAX_POINTS : 2);
     nd_other_object objects[ND_OTHER_OBJECT_MAX];
     int one_call = array_count(calls) == 1;
-    int n_objects = one_call ? nd_other_objects(request, &calls->items[0], objects, ND_OTHER_OBJECT_MAX) : 0;
+    int n_objects = one_call ? nd_other_objects(request, &calls->items[0], objects, top ? ND_OTHER_OBJECT_MAX : 2) : 0;
     if ((n_points == 0 && n_objects == 0) || !s->tools) return 0;
     needle_session *scratch = NULL;
     int rc = open_scratch(s, max_new_tokens, &scratch, err);
@@ -264,21 +264,18 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
             out->calls.len = 0;
             if (merge_calls(left, right, ascii, &out->calls) >= 2) {
                 taken = 1;
-                merge_completed(left, right, ascii, &out->completed, 0);
-                out->confidence = lower_confidence(left, right);
-                nd_buf_putc(&out->parts, '[');
-                nd_json_write_string(&out->parts, request + pt->left_begin, pt->left_end - pt->left_begin, ascii);
-                nd_buf_putc(&out->parts, ',');
-                nd_json_write_string(&out->parts, request + pt->right_begin, pt->right_end - pt->right_begin, ascii);
-                nd_buf_putc(&out->parts, ']');
+                merge_completed(completed_of(left), completed_of(right), ascii, &out->completed);
+                out->confidence = lower_confidence(lower_confidence(NAN, left), right);
+                write_parts(&out->parts, request + pt->left_begin, pt->left_end - pt->left_begin,
+                            request + pt->right_begin, pt->right_end - pt->right_begin, ascii);
             }
         }
         nd_json_free(left);
         nd_json_free(right);
     }
     if (!taken && !rc && n_objects > 0)
-        taken = answer_other_object(s, scratch, request, &calls->items[0], whole_completed, whole_confidence,
-                                    max_new_tokens, top ? ND_OTHER_OBJECT_MAX : 2, out, err);
+        taken = answer_other_object(s, scratch, request, &calls->items[0], objects, n_objects, whole_completed,
+                                    whole_confidence, max_new_tokens, out, err);
     if (taken < 0) {
         rc = taken;
         taken = 0;
