@@ -60,6 +60,18 @@ static const char *value_of(int argc, char **argv, int *i, const char *name, int
     return argv[*i];
 }
 
+/* "on" -> 1, "off" -> -1 (0 stays "not given"); anything else is a one-line error and -1. */
+static int on_off(const char *cmd, const char *name, const char *v, int *out)
+{
+    if (!strcmp(v, "on")) *out = 1;
+    else if (!strcmp(v, "off")) *out = -1;
+    else {
+        fprintf(stderr, "needle %s: %s: '%s' is not allowed (allowed on or off)\n", cmd, name, v);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int *i)
 {
     static const struct {
@@ -107,22 +119,8 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
                 bad = -1;
             }
             break;
-        case CLI_COPY_VALUES:
-            if (!strcmp(v, "on")) c->copy_values = 1;
-            else if (!strcmp(v, "off")) c->copy_values = -1;
-            else {
-                fprintf(stderr, "needle %s: --copy-values: '%s' is not allowed (allowed on or off)\n", cmd, v);
-                bad = -1;
-            }
-            break;
-        case CLI_SPLIT:
-            if (!strcmp(v, "on")) c->split = 1;
-            else if (!strcmp(v, "off")) c->split = -1;
-            else {
-                fprintf(stderr, "needle %s: --split: '%s' is not allowed (allowed on or off)\n", cmd, v);
-                bad = -1;
-            }
-            break;
+        case CLI_COPY_VALUES: bad = on_off(cmd, "--copy-values", v, &c->copy_values); break;
+        case CLI_SPLIT: bad = on_off(cmd, "--split", v, &c->split); break;
         case CLI_SEED:
             bad = cli_u64(cmd, "--seed", v, &c->seed);
             c->have_seed = !bad;
