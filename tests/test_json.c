@@ -360,6 +360,24 @@ static void test_equal(void)
     nd_json_free(e);
 }
 
+/* nd_json_object_put: a member's value replaced (any type to any type), or a member appended */
+static void test_object_put(void)
+{
+    nd_json *obj = parse_ok("{\"a\":1,\"b\":[\"x\",{\"y\":2}]}");
+    if (!obj) return;
+    nd_json *list = parse_ok("[\"Monday\",\"Friday\"]"), *flag = parse_ok("true");
+    CHECK(list && nd_json_object_put(obj, "b", list) == 0); /* replaces the nested array (its contents freed) */
+    CHECK(flag && nd_json_object_put(obj, "speaker", flag) == 0);
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_json_write(&b, obj, 0);
+    CHECKF(b.data && strcmp(b.data, "{\"a\":1,\"b\":[\"Monday\",\"Friday\"],\"speaker\":true}") == 0, "%s",
+           b.data ? b.data : "(null)");
+    CHECK(nd_json_get(obj, "speaker") && nd_json_get(obj, "speaker")->type == ND_JSON_TRUE);
+    nd_buf_free(&b);
+    nd_json_free(obj);
+}
+
 int main(void)
 {
     RUN(test_scalars);
@@ -374,5 +392,6 @@ int main(void)
     RUN(test_writer_raw_bytes);
     RUN(test_writer_built_numbers);
     RUN(test_equal);
+    RUN(test_object_put);
     return check_summary();
 }

@@ -1,6 +1,6 @@
 /* test_said_choice.c - an optional enum value the request names is added to
  * the call (src/agent/said_choice.h): single and multi-word values, case,
- * whole words only, what is left alone (two values said, a required or
+ * whole words only, a one-word value said in its "-ing" form, what is left alone (two values said, a required or
  * present argument, a word inside a copied value, two calls, non-enum
  * strings), the path list, and the envelope through the public API. */
 #include "agent/said_choice.h"
@@ -37,6 +37,28 @@ static void test_choices_said_are_added(void)
     ADDS(CLIMATE, "Fan: HIGH, and warm the Rear   Seats please",
          "[{\"name\":\"set_climate\",\"arguments\":{\"temperature\":19.5,\"mode\":\"eco\",\"fan\":\"high\","
          "\"zone\":\"rear seats\"}}]|[\"set_climate.fan\",\"set_climate.zone\"]");
+}
+
+/* "heating" says heat, "charging" charge; never a part of another word */
+static void test_ing_forms(void)
+{
+    const char *tools = "[{\"name\":\"set_thermostat\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                        "\"temperature\":{\"type\":\"number\"},\"mode\":{\"type\":\"string\",\"enum\":[\"heat\","
+                        "\"cool\",\"charge\"]}}}}]";
+    const char *c = "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":21}}]";
+    const char *want[][2] = {
+        {"Set the heating to twenty-one", "{\"temperature\":21,\"mode\":\"heat\"}}]|[\"set_thermostat.mode\"]"},
+        {"cooling at 21 please", "{\"temperature\":21,\"mode\":\"cool\"}}]|[\"set_thermostat.mode\"]"},
+        {"charging at 21", "{\"temperature\":21,\"mode\":\"charge\"}}]|[\"set_thermostat.mode\"]"},
+        {"preheating to 21", "{\"temperature\":21}}]|[]"},          /* not the whole word */
+        {"heating or cooling, 21", "{\"temperature\":21}}]|[]"},    /* two values said */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char expect[256];
+        snprintf(expect, sizeof expect, "[{\"name\":\"set_thermostat\",\"arguments\":%s", want[i][1]);
+        const char *got = repair_apply(tools, c, choices, (void *)want[i][0]);
+        CHECKF(strcmp(got, expect) == 0, "%s -> %s", want[i][0], got);
+    }
 }
 
 static void test_what_is_left_alone(void)
@@ -86,6 +108,7 @@ static void test_envelope_reports_the_added_choice(void)
 int main(void)
 {
     RUN(test_choices_said_are_added);
+    RUN(test_ing_forms);
     RUN(test_what_is_left_alone);
     RUN(test_envelope_reports_the_added_choice);
     return check_summary();

@@ -3,8 +3,9 @@
  * thousands, decimals, words, "a hundred and fifty"), the ones left out
  * (negative, times, dates, ordinals, a converting unit after, the bare
  * "one"), the repair rules (one call, one ungrounded number, one candidate,
- * the schema's type and bounds, numbers the call already uses), and the
- * bundled model through the public API. */
+ * the schema's type and bounds, numbers the call already uses), a decimal
+ * cut to its whole part restored (not times, not two decimals, the schema's
+ * type and bounds), and the bundled model through the public API. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,49 @@ static void test_calls_repaired(void)
     FIXES("[{\"name\":\"pick\",\"arguments\":{\"n\":1}}]", "pick 5", "[\"pick.n\"]", "[{\"name\":\"pick\",\"arguments\":{\"n\":1}}]|[]");
 }
 
+static const char *RADIO_TOOLS =
+    "[{\"name\":\"tune_radio\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"frequency\":{\"type\":\"number\",\"minimum\":87.5,\"maximum\":108},"
+    "\"preset\":{\"type\":\"integer\"}}}}]";
+
+static int decimal_fix(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *req)
+{
+    return nd_fix_said_decimal(calls, tools, (const char *)req, paths, np);
+}
+
+#define DECIMAL(calls, req, want)                                                                                       \
+    CHECKF(strcmp(repair_apply(RADIO_TOOLS, calls, decimal_fix, (void *)(req)), want) == 0, "%s -> %s", req,           \
+           repair_apply(RADIO_TOOLS, calls, decimal_fix, (void *)(req)))
+
+static void test_decimal_restored(void)
+{
+    const char *f98 = "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98}}]";
+    const char *kept = "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98}}]|[]";
+    DECIMAL(f98, "put the radio on 98.4",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98.4}}]|[\"tune_radio.frequency\"]");
+    DECIMAL(f98, "radio to 98.40, thanks",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98.4}}]|[\"tune_radio.frequency\"]");
+    DECIMAL(f98, "Radio to 98.4.",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98.4}}]|[\"tune_radio.frequency\"]");
+    DECIMAL(f98, "radio to 98", kept);                  /* no decimal said */
+    DECIMAL(f98, "radio to 98.4 or 98.6", kept);        /* two decimals with that whole part */
+    DECIMAL(f98, "radio to 98.4, yes 98.4",             /* one decimal said twice */
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98.4}}]|[\"tune_radio.frequency\"]");
+    DECIMAL(f98, "radio to 97.4", kept);                /* another whole part */
+    DECIMAL(f98, "wake me at 98.30", kept);             /* a clock time ("at") */
+    DECIMAL(f98, "98.30 pm", kept);                     /* a clock time (pm) */
+    DECIMAL(f98, "version 98.4.1", kept);               /* not a plain decimal */
+    DECIMAL("[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":108}}]", "radio to 108.5",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":108}}]|[]"); /* above the maximum */
+    DECIMAL("[{\"name\":\"tune_radio\",\"arguments\":{\"preset\":3}}]", "preset 3.5",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"preset\":3}}]|[]"); /* an integer */
+    DECIMAL("[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98.4}}]", "radio to 98.4",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98.4}}]|[]"); /* already the decimal */
+    DECIMAL("[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98}},{\"name\":\"tune_radio\",\"arguments\":{}}]",
+            "radio to 98.4",
+            "[{\"name\":\"tune_radio\",\"arguments\":{\"frequency\":98}},{\"name\":\"tune_radio\",\"arguments\":{}}]|[]");
+}
+
 static void test_bundled_model_number_is_read(void)
 {
     const char *req[] = {"set the thermostat to twenty five degrees celsius"};
@@ -107,6 +151,7 @@ int main(void)
 {
     RUN(test_numbers_read);
     RUN(test_calls_repaired);
+    RUN(test_decimal_restored);
     RUN(test_bundled_model_number_is_read);
     return check_summary();
 }

@@ -69,6 +69,20 @@ static int says_value(const words *text, const char *value, size_t n)
     return r;
 }
 
+/* Is a one-word value said in its "-ing" form: "heating" for heat,
+ * "cooling" for cool, "charging" for charge? */
+static int says_ing_form(const words *text, const char *value, size_t n)
+{
+    char form[40];
+    if (n < 3 || n + 3 >= sizeof form) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((value[i] | 32) >= 'a' && (value[i] | 32) <= 'z')) return 0;
+    size_t stem = (value[n - 1] | 32) == 'e' ? n - 1 : n;
+    memcpy(form, value, stem);
+    memcpy(form + stem, "ing", 4);
+    return says_value(text, form, stem + 3);
+}
+
 /* Is `value` said inside one of the call's string values (top level or array items)? */
 static int inside_call_values(const nd_json *args, const char *value, size_t n)
 {
@@ -109,6 +123,7 @@ static const nd_json *said_value(const nd_json *schema, const words *request, in
         const nd_json *v = &e->items[i];
         if (v->type != ND_JSON_STRING || memchr(v->str, 0, v->len)) continue;
         int r = says_value(request, v->str, v->len);
+        if (r == 0) r = says_ing_form(request, v->str, v->len);
         if (r < 0) { *err = 1; return NULL; }
         if (r && found) return NULL; /* two values said: no choice */
         if (r) found = v;

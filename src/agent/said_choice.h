@@ -12,7 +12,8 @@
  *   - only optional arguments the call leaves out whose schema is a string
  *     "enum" (no pattern or format);
  *   - exactly one of the enum's values is said in the latest request as
- *     whole words (ASCII case ignored: "fan on High", "turbo"), and that word
+ *     whole words (ASCII case ignored: "fan on High", "turbo"; a one-word
+ *     value also in its "-ing" form: "heating" says heat), and that word
  *     is not part of a string value the call already has (the message text
  *     "the fan is on high" is not a fan setting).
  *

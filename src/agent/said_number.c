@@ -234,3 +234,78 @@ int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request
     nd_repair_note(paths, n_paths, tool, args->keys[key]);
     return paths->oom ? -1 : 1;
 }
+
+/* ------------------------------------------------------------------ a decimal cut to its whole part */
+
+#define MAX_DECIMALS 16
+
+/* Is the decimal at request[i, k) a clock time: "7.30 pm", "7.30 a.m.", "at 7.30"? */
+static int decimal_is_time(const char *request, size_t i, size_t k)
+{
+    char w[16];
+    size_t n = next_word(request, k, w, sizeof w);
+    if ((n == 2 && (!strcmp(w, "am") || !strcmp(w, "pm"))) ||
+        (n == 1 && (w[0] == 'a' || w[0] == 'p') && request[k + strspn(request + k, " ") + 1] == '.'))
+        return 1;
+    size_t e = i;
+    while (e > 0 && request[e - 1] == ' ') e--;
+    return e >= 2 && (request[e - 2] | 32) == 'a' && (request[e - 1] | 32) == 't' && (e == 2 || !is_alpha(request[e - 3]));
+}
+
+/* The decimals the request says in digits ("98.4", "£18.20"; not times,
+ * versions or dates such as "1.2.3"); how many. */
+static int decimals_said(const char *request, double *out, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; request[i] && n < cap; i++) {
+        if (!is_digit(request[i]) || (i > 0 && (is_digit(request[i - 1]) || request[i - 1] == '.' ||
+                                                request[i - 1] == ',' || request[i - 1] == ':')))
+            continue;
+        size_t k = i;
+        while (is_digit(request[k])) k++;
+        if (request[k] != '.' || !is_digit(request[k + 1])) {
+            i = k - 1;
+            continue;
+        }
+        for (k++; is_digit(request[k]);) k++;
+        char digits[40];
+        /* "1.2.3", "7.30:15", "1.234,5" are no decimals; a full stop or comma after one ends a sentence */
+        int plain = !((request[k] == '.' || request[k] == ',' || request[k] == ':') && is_digit(request[k + 1])) &&
+                    k - i < sizeof digits;
+        if (plain && !decimal_is_time(request, i, k)) {
+            memcpy(digits, request + i, k - i);
+            digits[k - i] = 0;
+            out[n++] = strtod(digits, NULL);
+        }
+        i = k - 1;
+    }
+    return n;
+}
+
+int nd_fix_said_decimal(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
+{
+    nd_one_call c;
+    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
+    double said[MAX_DECIMALS];
+    int n = decimals_said(request, said, MAX_DECIMALS), changed = 0;
+    for (size_t k = 0; k < c.args->count && n > 0; k++) {
+        nd_json *v = &c.args->items[k];
+        if (v->type != ND_JSON_NUMBER || v->num != (double)(long long)v->num) continue;
+        double pick = 0;
+        int found = 0;
+        for (int i = 0; i < n; i++) {
+            if ((double)(long long)said[i] != v->num || said[i] == v->num || (found && said[i] == pick)) continue;
+            if (found) {
+                found = 0; /* two decimals with that whole part: no choice */
+                break;
+            }
+            pick = said[i];
+            found = 1;
+        }
+        if (!found || !nd_schema_takes_number(nd_json_get(c.props, c.args->keys[k]), pick, NULL)) continue;
+        if (nd_json_set_number_value(v, pick)) return -1;
+        nd_repair_note(paths, n_paths, c.tool, c.args->keys[k]);
+        changed++;
+    }
+    return paths->oom ? -1 : changed;
+}

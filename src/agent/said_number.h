@@ -49,4 +49,13 @@ int nd_number_in_words(char (*w)[16], int n, int i, int *next);
 int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request, const char *ungrounded,
                        nd_buf *paths, int *n_paths);
 
+/* A decimal cut to its whole part: "put the radio on 98.4" -> 98, "set auto
+ * to 71.5F" -> 71.  In a turn with one call, a whole number argument whose
+ * value is the whole part of exactly one decimal the request says in digits
+ * (not a clock time: "7.30 pm", "at 7.30"; not "1.2.3") gets the decimal
+ * when the schema takes it (type "number", the bounds).  "tool.key" of each
+ * changed argument is appended to *paths.  Returns how many changed, or -1
+ * when out of memory. */
+int nd_fix_said_decimal(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
+
 #endif

@@ -17,6 +17,9 @@
 #include "agent/place_span.h"
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
+#include "agent/said_flag.h"
+#include "agent/said_list.h"
+#include "agent/said_unit.h"
 #include "agent/said_date.h"
 #include "agent/said_label.h"
 #include "agent/said_number.h"
@@ -630,9 +633,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
              * (every session, strict included; user turns): a name copied in part is finished (name_span.h), a
              * message's text is taken whole (message_span.h), a place named in part too
              * (place_span.h), the label named is written (said_label.h), an
-             * optional choice named is added (said_choice.h), the clock time said is
+             * optional choice named is added (said_choice.h), a list of choices named
+             * written (said_list.h), a yes/no setting named by its key set
+             * (said_flag.h), a temperature unit a number's symbol names given
+             * (said_unit.h), the clock time said is
              * written (clock_time.h), a duration or volume is converted to the
-             * argument's unit (said_quantity.h), the date said is written or added
+             * argument's unit (said_quantity.h), a decimal cut to its whole part
+             * restored (said_number.h), the date said is written or added
              * (said_date.h), and after the grounding checks, the
              * one number said replaces the one number not said (said_number.h). */
             int repair = kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
@@ -643,18 +650,24 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int p = t < 0 ? -1 : nd_complete_place_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int l = p < 0 ? -1 : nd_fix_said_label(calls, s->tools, s->last_request, &completed, &n_completed);
                 int b = l < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
-                int c = b < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
+                int li = b < 0 ? -1 : nd_fix_said_lists(calls, s->tools, s->last_request, &completed, &n_completed);
+                int f = li < 0 ? -1 : nd_fix_said_flags(calls, s->tools, s->last_request, &completed, &n_completed);
+                int u = f < 0 ? -1 : nd_fix_said_units(calls, s->tools, s->last_request, &completed, &n_completed);
+                int c = u < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* a duration or volume in the argument's unit (said_quantity.h); one the
                  * schema refuses is a value outside the schema, as a bent one */
                 char outside[260];
                 int q = c < 0 ? -1 : nd_fix_said_quantity(calls, s->tools, s->last_request, &completed, &n_completed,
                                                           outside, sizeof outside);
                 if (outside[0] && !bent[0]) memcpy(bent, outside, sizeof outside);
+                /* a decimal cut to its whole part (said_number.h) */
+                int dec = q < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
-                int e = q < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
-                changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || c < 0 || q < 0 || e < 0
+                int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
+                changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || c < 0 || q < 0 ||
+                                  dec < 0 || e < 0
                               ? -1
-                              : a + t + p + l + b + c + q + e;
+                              : a + t + p + l + b + li + f + u + c + q + dec + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);

@@ -110,6 +110,26 @@ int nd_json_object_add_string(nd_json *obj, const char *key, const char *value)
     return 0;
 }
 
+int nd_json_object_put(nd_json *obj, const char *key, nd_json *value)
+{
+    for (size_t i = 0; i < obj->count; i++)
+        if (!strcmp(obj->keys[i], key) && obj->key_lens[i] == strlen(key)) {
+            free_contents(&obj->items[i]);
+            obj->items[i] = *value;
+            free(value);
+            return 0;
+        }
+    /* appended as a string member first, then given the value's contents */
+    if (nd_json_object_add_string(obj, key, "")) {
+        nd_json_free(value);
+        return NEEDLE_ENOMEM;
+    }
+    free_contents(&obj->items[obj->count - 1]);
+    obj->items[obj->count - 1] = *value;
+    free(value);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- parsing */
 
 static int parse_value(parser *p, nd_json *out);

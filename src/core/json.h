@@ -58,6 +58,12 @@ const nd_json *nd_json_get(const nd_json *v, const char *key);
  * (the object unchanged). */
 int nd_json_object_add_string(nd_json *obj, const char *key, const char *value);
 
+/* Set obj's member key to `value`, a root from nd_json_parse that this call
+ * takes over (freed in every case): an existing member's value is replaced,
+ * else the member is appended.  Pointers into the object's members are
+ * invalid afterwards.  Returns 0, or NEEDLE_ENOMEM (the object unchanged). */
+int nd_json_object_put(nd_json *obj, const char *key, nd_json *value);
+
 /* Compact writer, Python json.dumps(separators=(",",":")) style.  ascii_only
  * escapes every non-ASCII character as \uXXXX (surrogate pairs above U+FFFF),
  * as Python's ensure_ascii=True does; numbers are written as their literal text. */

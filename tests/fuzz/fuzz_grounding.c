@@ -29,9 +29,12 @@
 #include "agent/range_guard.h"
 #include "agent/said_choice.h"
 #include "agent/said_date.h"
+#include "agent/said_flag.h"
+#include "agent/said_list.h"
 #include "agent/said_label.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "agent/said_unit.h"
 #include "agent/split_request.h"
 #include "core/json.h"
 
@@ -42,7 +45,11 @@ static const char *TOOLS =
     "\"mode\":{\"type\":\"string\",\"enum\":[\"on\",\"dim\",\"warm white\"]},"
     "\"wake\":{\"type\":\"string\",\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},"
     "\"timer_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":120},"
-    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"text\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}}}]";
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"text\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"},"
+    "\"repeat\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"Monday\",\"Tuesday\",\"Wednesday\","
+    "\"Thursday\",\"Friday\",\"Saturday\",\"Sunday\",\"dirt_roads\"]},\"maxItems\":8},"
+    "\"speaker\":{\"type\":\"boolean\"},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]},"
+    "\"level\":{\"type\":\"number\",\"maximum\":1000}}}}]";
 
 static void check_string_array(const nd_buf *b)
 {
@@ -52,6 +59,57 @@ static void check_string_array(const nd_buf *b)
     for (size_t i = 0; i < v->count; i++)
         if (v->items[i].type != ND_JSON_STRING) abort();
     nd_json_free(v);
+}
+
+/* Lists, flags, temperature units and decimals written from the request:
+ * each change listed once; a list holds enum values, a flag is a boolean, a
+ * unit one of the enum's, a decimal keeps the whole part it replaced. */
+static void check_settings(nd_json *wide, const nd_json *tools, const char *request)
+{
+    nd_buf b;
+    nd_buf_init(&b);
+    nd_json_write(&b, wide, 0);
+    nd_json *before = NULL;
+    needle_error err;
+    if (b.oom || nd_json_parse(b.data, b.len, NULL, &before, &err) != 0) abort();
+    nd_buf_free(&b);
+    nd_buf paths;
+    nd_buf_init(&paths);
+    int np = 0;
+    int lists = nd_fix_said_lists(wide, tools, request, &paths, &np);
+    if (lists < 0 || np != lists) abort();
+    int flags = nd_fix_said_flags(wide, tools, request, &paths, &np);
+    if (flags < 0 || np != lists + flags) abort();
+    int units = nd_fix_said_units(wide, tools, request, &paths, &np);
+    if (units < 0 || np != lists + flags + units) abort();
+    int decimals = nd_fix_said_decimal(wide, tools, request, &paths, &np);
+    if (decimals < 0 || np != lists + flags + units + decimals) abort();
+    nd_buf_puts(&paths, np ? "]" : "[]");
+    check_string_array(&paths);
+    nd_buf_free(&paths);
+    for (size_t c = 0; wide->type == ND_JSON_ARRAY && c < wide->count; c++) {
+        const nd_json *a0 = nd_json_get(&before->items[c], "arguments"), *a1 = nd_json_get(&wide->items[c], "arguments");
+        if (!a0 || !a1 || a0->type != ND_JSON_OBJECT || a1->type != ND_JSON_OBJECT) continue;
+        for (size_t k = 0; k < a1->count; k++) {
+            const nd_json *v1 = &a1->items[k], *v0 = nd_json_get(a0, a1->keys[k]);
+            if (v0 && nd_json_equal(v0, v1)) continue;
+            const char *key = a1->keys[k];
+            if (!strcmp(key, "repeat")) {
+                if (v1->type != ND_JSON_ARRAY || v1->count == 0 || v1->count > 8) abort();
+                for (size_t i = 0; i < v1->count; i++)
+                    if (v1->items[i].type != ND_JSON_STRING) abort();
+            } else if (!strcmp(key, "speaker")) {
+                if (v1->type != ND_JSON_TRUE && v1->type != ND_JSON_FALSE) abort();
+            } else if (!strcmp(key, "unit")) {
+                if (v1->type != ND_JSON_STRING || (strcmp(v1->str, "celsius") && strcmp(v1->str, "fahrenheit"))) abort();
+            } else if (v1->type == ND_JSON_NUMBER && v0 && v0->type == ND_JSON_NUMBER) {
+                if ((double)(long long)v1->num != v0->num || v1->num == v0->num) abort();
+            } else {
+                abort(); /* nothing else changes */
+            }
+        }
+    }
+    nd_json_free(before);
 }
 
 /* Finish the names of calls and add the choices the request names (a parsed
@@ -141,6 +199,7 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (added && (wide->count != 1 || nd_json_get(&wide->items[0], "arguments")->count <
                                            nd_json_get(&calls->items[0], "arguments")->count + (size_t)added))
         abort(); /* (a date may be added after the choices) */
+    check_settings(wide, tools, request);
     nd_buf_reset(&b);
     nd_json_write(&b, wide, 0);
     nd_json *again = NULL;
