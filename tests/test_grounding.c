@@ -100,6 +100,11 @@ static void test_numbers_in_digits_words_and_units(void)
                       "timer for an hour and a half", NULL, "[]");
     EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":150}}]", "a hundred and fifty minute timer",
                       NULL, "[]");
+    /* "point" and a digit word each: 28.5 (and the whole 28) said, 22.5 not */
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":28.5}}]",
+                      "the thermostat at twenty-eight point five degrees", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":22.5}}]",
+                      "the thermostat at twenty-eight point five degrees", NULL, "[\"set_thermostat.temperature\"]");
     EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":25}}]", "timer for ten minutes", NULL,
                       "[\"set_timer.minutes\"]");
 }

@@ -1,5 +1,6 @@
 /* test_place_span.c - a place named in part is taken whole
- * (src/agent/place_span.h): the tool's own noun dropped, lower-case words
+ * (src/agent/place_span.h): the tool's own noun dropped, a room's or area's
+ * noun kept, lower-case words
  * joined before the tool's noun or after a determiner, what never joins, the
  * keys and schemas it reads, and the bundled model end to end. */
 #include "agent/place_span.h"
@@ -31,6 +32,10 @@ static void test_places_taken_whole(void)
     ROOM("closet", "hi! switch on the lights for the west closet asap", "west closet *");
     ROOM("bedroom", "turn off the small master bedroom lights please", "small master bedroom *");
     ROOM("lower", "switch off the lower conservatory light", "lower conservatory *"); /* (singular noun) */
+    /* a room or area keeps its noun */
+    ROOM("games", "Give me cyan lighting in the games room", "games room *");
+    ROOM("dining", "make the dining area lights pink", "dining area *");
+    ROOM("living room", "the living room lights", "living room");
 }
 
 static void test_what_never_joins(void)

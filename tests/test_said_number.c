@@ -33,6 +33,9 @@ static void test_numbers_read(void)
     SAID("twenty five degrees, twenty-one, seventeen", "25,21,17");
     SAID("a hundred and fifty percent", "150");
     SAID("three hundred and twelve", "312");
+    SAID("twenty-eight point five degrees C", "28.5");  /* digits after "point", a word each */
+    SAID("eighty point two five, then nine", "80.25,9");
+    SAID("the point is five", "5");                     /* no number before "point" */
     SAID("volume to -10", "");                       /* negative */
     SAID("minus five degrees", "");
     SAID("alarm at 7:30 on 2026-07-01", "");          /* time, date */

@@ -131,6 +131,19 @@ static void read_numbers(heard *h)
         else if (word_is(h, i, "half") || word_is(h, i, "halfway")) add_num(h, 0.5);
         else if (word_is(h, i, "quarter")) add_num(h, 0.25);
         else if (word_is(h, i, "dozen")) add_num(h, 12);
+        else if (cur >= 0 && word_is(h, i, "point") && i + 1 < h->n_words && number_word(h, i + 1) >= 0 &&
+                 number_word(h, i + 1) < 10) {
+            /* "twenty eight point five" = 28.5: digits after the point, one word each */
+            double whole = total + cur, digits = 0, scale = 1, d;
+            int k = i + 1;
+            for (; k < h->n_words && (d = number_word(h, k)) >= 0 && d < 10 && scale < 1e6; k++, scale *= 10)
+                digits = digits * 10 + d;
+            add_num(h, whole);
+            add_num(h, (whole * scale + digits) / scale);
+            cur = -1;
+            total = 0;
+            i = k - 1;
+        }
         else if (word_is(h, i, "couple")) add_num(h, 2);
         else if (!joiner) {
             if (cur >= 0 || total > 0) add_num(h, total + (cur > 0 ? cur : 0));

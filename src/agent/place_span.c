@@ -120,6 +120,10 @@ char *nd_place_span_reshape(const char *request, const char *tool, const char *v
     int nb = b;
     while (nb + 1 < n && nb - b < 2 && joins(request, w[nb + 1], tool)) nb++;
     while (nb > b && !(nb + 1 < n && tool_word(request, w[nb + 1], tool))) nb--;
+    /* a room or area is named with its noun ("the games room", "the dining area") */
+    if (nb + 1 < n && (word_is(request, w[nb + 1], "room") || word_is(request, w[nb + 1], "area")) &&
+        !tool_word(request, w[nb + 1], tool))
+        nb++;
     /* before: words right after "the", "my" or "our" */
     int na = a;
     while (na > 0 && a - na < 2 && joins(request, w[na - 1], tool)) na--;

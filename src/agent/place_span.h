@@ -14,6 +14,8 @@
  *     them is a word of the tool's name ("upstairs [landing] lights");
  *   - up to two lower-case words before it join when the word right before
  *     them is "the", "my" or "our" ("the [wine] cellar");
+ *   - the word "room" or "area" right after it joins, unless it is a word
+ *     of the tool's name ("the games [room]");
  *   - a joining word is plain lower-case ASCII (letters, ' and -), not a
  *     function word (the, in, for, please, turn, ...), not a word of the
  *     tool's name.

@@ -162,9 +162,19 @@ int nd_numbers_said(const char *request, double *out, int cap)
             i++;
             continue;
         }
+        /* "twenty eight point five" = 28.5: digits after the point, one word each */
+        double value = v;
+        if (next + 1 < n && !strcmp(w[next], "point") && small_word(w[next + 1]) >= 0 && small_word(w[next + 1]) < 10) {
+            double digits = 0, scale = 1;
+            int j = next + 1;
+            for (; j < n && small_word(w[j]) >= 0 && small_word(w[j]) < 10 && scale < 1e6; j++, scale *= 10)
+                digits = digits * 10 + small_word(w[j]);
+            value = (v * scale + digits) / scale;
+            next = j;
+        }
         /* "one" as in "the one", "minus five", "five hours": not a value said */
         int negative = i > 0 && !strcmp(w[i - 1], "minus");
-        if (!negative && !(v == 1 && next == i + 1) && !converts_after(request, ends[next - 1])) out[k++] = v;
+        if (!negative && !(value == 1 && next == i + 1) && !converts_after(request, ends[next - 1])) out[k++] = value;
         i = next;
     }
     free(w);

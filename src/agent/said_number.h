@@ -10,7 +10,8 @@
  *   - only a turn with one call, and only when exactly one of its top-level
  *     number arguments is ungrounded (its "tool.key" in the ungrounded list);
  *   - the numbers said: digits ("25", "1,867", "42.99") and words ("twenty
- *     five", "twenty-five", "a hundred and fifty"), not negative, not part of
+ *     five", "twenty-five", "a hundred and fifty", "twenty-eight point five"),
+ *     not negative, not part of
  *     a time (7:30), a date (2026-07-01) or an ordinal (14th), and not
  *     followed by a unit that converts ("two hours" may mean 120 minutes,
  *     "half a litre" 500 ml: the grounding checks' unit steps);
