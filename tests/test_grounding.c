@@ -100,6 +100,15 @@ static void test_numbers_in_digits_words_and_units(void)
                       "timer for an hour and a half", NULL, "[]");
     EXPECT_UNGROUNDED("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":150}}]", "a hundred and fifty minute timer",
                       NULL, "[]");
+    /* the parts of a number in words are not said by it: "seventy-three" says 73, not 70 or 3 */
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":70}}]",
+                      "set the volume seventy-three percent", NULL, "[\"set_thermostat.temperature\"]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":5}}]",
+                      "timer for fifty five", NULL, "[\"set_thermostat.temperature\"]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":73}}]",
+                      "set the volume seventy-three percent", NULL, "[]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":70}}]",
+                      "seventy, no, seventy-three", NULL, "[]"); /* said alone as well */
     /* "point" and a digit word each: 28.5 (and the whole 28) said, 22.5 not */
     EXPECT_UNGROUNDED("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":28.5}}]",
                       "the thermostat at twenty-eight point five degrees", NULL, "[]");

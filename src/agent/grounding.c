@@ -124,7 +124,13 @@ static void read_numbers(heard *h)
         double w = i < h->n_words ? number_word(h, i) : -1;
         int joiner = i < h->n_words && cur >= 0 && word_is(h, i, "and");
         if (w >= 0) {
-            add_num(h, w);
+            /* the parts of "eighty-seven" are not said by it: a tens word before a
+             * unit word, and that unit word, count only in the whole */
+            double next = i + 1 < h->n_words ? number_word(h, i + 1) : -1;
+            double prev = i > 0 ? number_word(h, i - 1) : -1;
+            int tens = w >= 20 && w < 100 && fmod(w, 10) == 0, unit = w >= 1 && w <= 9;
+            int part = (tens && next >= 1 && next <= 9) || (unit && prev >= 20 && prev < 100 && fmod(prev, 10) == 0);
+            if (!part) add_num(h, w);
             cur = cur < 0 ? w : cur + w; /* "twenty two", "a hundred and fifty" */
         } else if (word_is(h, i, "hundred")) cur = (cur < 0 ? 1 : cur) * 100;
         else if (word_is(h, i, "thousand")) { total += (cur < 0 ? 1 : cur) * 1000; cur = 0; }
