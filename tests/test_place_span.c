@@ -1,6 +1,6 @@
 /* test_place_span.c - a place named in part is taken whole
  * (src/agent/place_span.h): the tool's own noun dropped, a room's or area's
- * noun kept, lower-case words
+ * noun kept, a name cut before its possessive finished, lower-case words
  * joined before the tool's noun or after a determiner, what never joins, the
  * keys and schemas it reads, and the bundled model end to end. */
 #include "agent/place_span.h"
@@ -36,6 +36,13 @@ static void test_places_taken_whole(void)
     ROOM("games", "Give me cyan lighting in the games room", "games room *");
     ROOM("dining", "make the dining area lights pink", "dining area *");
     ROOM("living room", "the living room lights", "living room");
+    /* a name cut before its possessive */
+    ROOM("Jennifer", "change the blinds in Jennifer's bedroom to 27", "Jennifer's bedroom *");
+    ROOM("Okonkwo", "navigate to Okonkwo\xE2\x80\x99s Pharmacy, no highways", "Okonkwo\xE2\x80\x99s Pharmacy *");
+    ROOM("Jennifer", "Jennifer's and Tom's rooms", "Jennifer");          /* a function word after */
+    ROOM("Jennifer", "Jennifer's lights", "Jennifer");                   /* the tool's noun */
+    ROOM("Jennifer", "Jennifer's office and Jennifer's den", "Jennifer"); /* said twice */
+    ROOM("Jennifer", "Jennifer's", "Jennifer");                          /* nothing after */
 }
 
 static void test_what_never_joins(void)

@@ -109,8 +109,40 @@ static int locate(const char *request, const span *w, int n, const char *value, 
     return found == 1;
 }
 
+/* A name cut before its possessive: "Jennifer" of "in Jennifer's bedroom",
+ * "Okonkwo" of "to Okonkwo's Pharmacy".  The value, found once in the
+ * request and ending a word there, is followed by 's (or ’s) and one more
+ * word that is not a function word or a word of the tool's name; that whole
+ * span, or NULL. */
+static char *possessive_place(const char *request, const char *tool, const char *value, size_t value_len)
+{
+    size_t len = strlen(request), at = 0;
+    int found = 0;
+    if (value_len == 0 || value_len >= len) return NULL;
+    for (size_t i = 0; i + value_len <= len; i++)
+        if (!memcmp(request + i, value, value_len) && (i == 0 || !letter((unsigned char)request[i - 1]))) {
+            if (found++) return NULL;
+            at = i;
+        }
+    if (!found) return NULL;
+    size_t p = at + value_len;
+    if (request[p] == '\'' && request[p + 1] == 's') p += 2;
+    else if (!strncmp(request + p, "\xE2\x80\x99s", 4)) p += 4;
+    else return NULL;
+    if (request[p] != ' ') return NULL;
+    span next[2];
+    if (split_words(request + p, next, 2) < 1 || !letter((unsigned char)request[p + next[0].begin])) return NULL;
+    span word = {p + next[0].begin, p + next[0].end};
+    for (const char *const *f = FUNCTION_WORDS; *f; f++)
+        if (word_is(request, word, *f)) return NULL;
+    if (tool_word(request, word, tool)) return NULL;
+    return nd_copy_text_span(request, at, word.end);
+}
+
 char *nd_place_span_reshape(const char *request, const char *tool, const char *value, size_t value_len)
 {
+    char *possessive = possessive_place(request, tool, value, value_len);
+    if (possessive) return possessive;
     span w[MAX_WORDS];
     int n = split_words(request, w, MAX_WORDS), a = 0, b = 0;
     if (!locate(request, w, n, value, value_len, &a, &b)) return NULL;

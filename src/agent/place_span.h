@@ -16,6 +16,9 @@
  *     them is "the", "my" or "our" ("the [wine] cellar");
  *   - the word "room" or "area" right after it joins, unless it is a word
  *     of the tool's name ("the games [room]");
+ *   - a name cut before its possessive is finished ("Jennifer" of "in
+ *     Jennifer's bedroom"): the possessive and one more word, not a function
+ *     word or a word of the tool's name;
  *   - a joining word is plain lower-case ASCII (letters, ' and -), not a
  *     function word (the, in, for, please, turn, ...), not a word of the
  *     tool's name.
