@@ -32,6 +32,7 @@ static void test_places_taken_whole(void)
     ROOM("closet", "hi! switch on the lights for the west closet asap", "west closet *");
     ROOM("bedroom", "turn off the small master bedroom lights please", "small master bedroom *");
     ROOM("lower", "switch off the lower conservatory light", "lower conservatory *"); /* (singular noun) */
+    ROOM("lights", "switch the conservatory lights off", "conservatory *"); /* only the tool's noun */
     /* a room or area keeps its noun */
     ROOM("games", "Give me cyan lighting in the games room", "games room *");
     ROOM("dining", "make the dining area lights pink", "dining area *");
@@ -43,6 +44,11 @@ static void test_places_taken_whole(void)
     ROOM("Jennifer", "Jennifer's lights", "Jennifer");                   /* the tool's noun */
     ROOM("Jennifer", "Jennifer's office and Jennifer's den", "Jennifer"); /* said twice */
     ROOM("Jennifer", "Jennifer's", "Jennifer");                          /* nothing after */
+    /* a name's possessive before the place joins it */
+    ROOM("study", "turn Joseph's study lights on", "Joseph's study *");
+    ROOM("office", "lights in Noa\xE2\x80\x99s office", "Noa\xE2\x80\x99s office *");
+    ROOM("office", "lights in kids' office", "office");                  /* not a name's */
+    ROOM("office", "lights in Noa's big office", "office");              /* not right before */
 }
 
 static void test_what_never_joins(void)

@@ -109,6 +109,16 @@ static int locate(const char *request, const span *w, int n, const char *value, 
     return found == 1;
 }
 
+/* Is the word a name's possessive: a capital (or a non-ASCII letter) first, 's or ’s last? */
+static int possessive_name(const char *text, span w)
+{
+    size_t n = w.end - w.begin;
+    unsigned char c = (unsigned char)text[w.begin];
+    if (!((c >= 'A' && c <= 'Z') || c >= 0x80)) return 0;
+    if (n > 2 && text[w.end - 2] == '\'' && text[w.end - 1] == 's') return 1;
+    return n > 4 && !strncmp(text + w.end - 4, "\xE2\x80\x99s", 4);
+}
+
 /* A name cut before its possessive: "Jennifer" of "in Jennifer's bedroom",
  * "Okonkwo" of "to Okonkwo's Pharmacy".  The value, found once in the
  * request and ending a word there, is followed by 's (or ’s) and one more
@@ -162,6 +172,10 @@ char *nd_place_span_reshape(const char *request, const char *tool, const char *v
     while (na < a && !(na > 0 && (word_is(request, w[na - 1], "the") || word_is(request, w[na - 1], "my") ||
                                   word_is(request, w[na - 1], "our"))))
         na++;
+    /* a name's possessive right before it joins ("Joseph's [study]") */
+    if (na > 0 && possessive_name(request, w[na - 1])) na--;
+    /* a value that was only the tool's noun ("lights") keeps the place before it, not the noun */
+    while (nb > na && tool_word(request, w[nb], tool)) nb--;
     size_t s0 = w[na].begin, s1 = w[nb].end;
     if (s1 - s0 == value_len && memcmp(request + s0, value, value_len) == 0) return NULL;
     return nd_copy_text_span(request, s0, s1);

@@ -19,6 +19,8 @@
  *   - a name cut before its possessive is finished ("Jennifer" of "in
  *     Jennifer's bedroom"): the possessive and one more word, not a function
  *     word or a word of the tool's name;
+ *   - a name's possessive right before it joins ("Joseph's [study]"); a value
+ *     that was only the tool's noun keeps the place before it, not the noun;
  *   - a joining word is plain lower-case ASCII (letters, ' and -), not a
  *     function word (the, in, for, please, turn, ...), not a word of the
  *     tool's name.
