@@ -1,6 +1,7 @@
 /* test_place_span.c - a place named in part is taken whole
  * (src/agent/place_span.h): the tool's own noun dropped, a room's or area's
- * noun kept, a name cut before its possessive finished, lower-case words
+ * noun kept, a name cut before its possessive finished, a value outside the
+ * one place the request names replaced by it, lower-case words
  * joined before the tool's noun or after a determiner, what never joins, the
  * keys and schemas it reads, and the bundled model end to end. */
 #include "agent/place_span.h"
@@ -63,7 +64,24 @@ static void test_what_never_joins(void)
     ROOM("kitchen", "kitchen lights off please", "kitchen");                       /* already whole */
     ROOM("garage", "open the garage", "garage");
     ROOM("", "the lights", "");
-    ROOM("nowhere", "the lights in the hall", "nowhere");
+    ROOM("nowhere", "the lights in Hall 2", "nowhere");
+}
+
+/* A value outside the one place the request names is replaced by it */
+static void test_the_place_named(void)
+{
+    ROOM("got", "Just got home. I need to switch the conservatory lights off", "conservatory *");
+    ROOM("Hope", "Hope your day's good. Could you switch the garage lights off for me?", "garage *");
+    ROOM("for the", "adjust the lights at 6% for the porch pls", "porch *");
+    ROOM("Would you", "Morning! Would you turn the lights off in the balcony", "balcony *");
+    ROOM("nowhere", "the lights in the hall", "hall *");
+    ROOM("west", "lights on for the west closet asap", "west closet *"); /* (inside: the usual steps) */
+    ROOM("conservatory", "the conservatory lights", "conservatory");     /* already the place */
+    /* no place named, or two: left alone */
+    ROOM("got", "got home, lights on", "got");
+    ROOM("got", "got home: the porch lights and the balcony lights", "got");
+    ROOM("got", "got home, the big old dusty hall lights", "got");   /* four words */
+    ROOM("got", "got home, the Porch lights", "got");                /* not lower-case */
 }
 
 static void test_keys_and_schemas(void)
@@ -99,6 +117,7 @@ int main(void)
 {
     RUN(test_places_taken_whole);
     RUN(test_what_never_joins);
+    RUN(test_the_place_named);
     RUN(test_keys_and_schemas);
     RUN(test_envelope_reports_the_whole_place);
     return check_summary();

@@ -149,12 +149,58 @@ static char *possessive_place(const char *request, const char *tool, const char 
     return nd_copy_text_span(request, at, word.end);
 }
 
+/* Does word k close a clause: the end, a mark (, . ! ? ; not a digit) or a word that
+ * follows a place at a request's end ("... for the porch please")? */
+static int closes_clause(const char *text, const span *w, int n, int k)
+{
+    static const char *const CLOSERS[] = {"and", "please", "pls", "plz", "thanks", "thank", "thx", "ty", "cheers",
+                                          "asap", "now", "if", "for", "real", "then", "also", NULL};
+    if (k >= n) return 1;
+    unsigned char c = (unsigned char)text[w[k].begin];
+    if (!letter(c)) return !(c >= '0' && c <= '9'); /* a mark, not a number ("the porch position 11%") */
+    for (const char *const *c = CLOSERS; *c; c++)
+        if (word_is(text, w[k], *c)) return 1;
+    return 0;
+}
+
+/* The one place the request names in a place's own pattern: "the|my|our W..
+ * NOUN" (NOUN a word of the tool's name: "the balcony lights") or "in|for|on
+ * the W.." closing a clause ("for the porch pls"), with one to three words W
+ * that may join a place (joins()), the fewest that fit.  1 with its byte
+ * span, 0 when there is none or two different ones. */
+static int named_place(const char *text, const span *w, int n, const char *tool, size_t *s0, size_t *s1)
+{
+    int found = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        if (!word_is(text, w[i], "the") && !word_is(text, w[i], "my") && !word_is(text, w[i], "our")) continue;
+        int prep = word_is(text, w[i], "the") && i > 0 &&
+                   (word_is(text, w[i - 1], "in") || word_is(text, w[i - 1], "for") || word_is(text, w[i - 1], "on"));
+        for (int e = i + 1; e < n && e <= i + 3 && joins(text, w[e], tool); e++) {
+            int noun_after = e + 1 < n && tool_word(text, w[e + 1], tool);
+            if (!noun_after && !(prep && closes_clause(text, w, n, e + 1))) continue;
+            size_t c0 = w[i + 1].begin, c1 = w[e].end;
+            if (found && (c1 - c0 != *s1 - *s0 || memcmp(text + c0, text + *s0, c1 - c0) != 0)) return 0;
+            found = 1;
+            *s0 = c0;
+            *s1 = c1;
+            break;
+        }
+    }
+    return found;
+}
+
 char *nd_place_span_reshape(const char *request, const char *tool, const char *value, size_t value_len)
 {
-    char *possessive = possessive_place(request, tool, value, value_len);
-    if (possessive) return possessive;
+    if (value_len == 0) return NULL;
     span w[MAX_WORDS];
     int n = split_words(request, w, MAX_WORDS), a = 0, b = 0;
+    /* a value outside the one place the request names, or a part of it, is replaced by that place */
+    size_t p0 = 0, p1 = 0;
+    if (named_place(request, w, n, tool, &p0, &p1) &&
+        !(p1 - p0 == value_len && memcmp(request + p0, value, value_len) == 0))
+        return nd_copy_text_span(request, p0, p1);
+    char *possessive = possessive_place(request, tool, value, value_len);
+    if (possessive) return possessive;
     if (!locate(request, w, n, value, value_len, &a, &b)) return NULL;
     /* the tool's own noun at the end goes ("greenhouse lights" -> "greenhouse") */
     while (b > a && tool_word(request, w[b], tool)) b--;

@@ -8,6 +8,10 @@
  * window, city or address (any case) whose value is a run of whole words of
  * the latest request, found once, is reshaped:
  *
+ *   - when the request names one place in a place's own pattern ("the/my/our
+ *     W.. NOUN" with NOUN a word of the tool's name, or "in/for/on the W.."
+ *     closing a clause; one to three words that may join a place), a value
+ *     that is not that place is replaced by it;
  *   - words of the tool's name ("lights" of set_lights) at the value's end
  *     are dropped;
  *   - up to two lower-case words after it join when the word right after
