@@ -374,6 +374,11 @@ static void test_object_put(void)
     CHECKF(b.data && strcmp(b.data, "{\"a\":1,\"b\":[\"Monday\",\"Friday\"],\"speaker\":true}") == 0, "%s",
            b.data ? b.data : "(null)");
     CHECK(nd_json_get(obj, "speaker") && nd_json_get(obj, "speaker")->type == ND_JSON_TRUE);
+    /* nd_json_array_remove: the element's contents freed, the rest moved down; out of range ignored */
+    nd_json *arr = (nd_json *)nd_json_get(obj, "b");
+    nd_json_array_remove(arr, 0);
+    nd_json_array_remove(arr, 5);
+    CHECK(arr->count == 1 && arr->items[0].type == ND_JSON_STRING && !strcmp(arr->items[0].str, "Friday"));
     nd_buf_free(&b);
     nd_json_free(obj);
 }

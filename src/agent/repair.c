@@ -164,3 +164,41 @@ char *nd_copy_text_span(const char *text, size_t begin, size_t end)
     out[end - begin] = '\0';
     return out;
 }
+
+/* Is call b a near copy of call a: the same tool, the same keys, every value
+ * equal but at most one string, one of the two strings inside the other? */
+static int near_copy(const nd_json *a, const nd_json *b)
+{
+    const nd_json *na = nd_json_get(a, "name"), *nb = nd_json_get(b, "name");
+    const nd_json *xa = nd_json_get(a, "arguments"), *xb = nd_json_get(b, "arguments");
+    if (!na || !nb || !nd_json_equal(na, nb) || !xa || !xb || xa->type != ND_JSON_OBJECT ||
+        xb->type != ND_JSON_OBJECT || xa->count != xb->count)
+        return 0;
+    int differ = 0;
+    for (size_t k = 0; k < xa->count; k++) {
+        const nd_json *u = &xa->items[k], *v = nd_json_get(xb, xa->keys[k]);
+        if (!v) return 0;
+        if (nd_json_equal(u, v)) continue;
+        if (differ++ || u->type != ND_JSON_STRING || v->type != ND_JSON_STRING || !u->len || !v->len ||
+            memchr(u->str, 0, u->len) || memchr(v->str, 0, v->len))
+            return 0;
+        if (!strstr(u->str, v->str) && !strstr(v->str, u->str)) return 0;
+    }
+    return 1; /* (an exact copy too: duplicate calls are dropped) */
+}
+
+int nd_drop_near_duplicates(nd_json *calls)
+{
+    int dropped = 0;
+    for (size_t i = 1; calls && calls->type == ND_JSON_ARRAY && i < calls->count;) {
+        int copy = 0;
+        for (size_t j = 0; j < i && !copy; j++) copy = near_copy(&calls->items[j], &calls->items[i]);
+        if (copy) {
+            nd_json_array_remove(calls, i);
+            dropped++;
+        } else {
+            i++;
+        }
+    }
+    return dropped;
+}

@@ -48,6 +48,13 @@ int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *requ
                           int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape, nd_buf *paths,
                           int *n_paths);
 
+/* Drop each call that repeats an earlier one, or repeats it but for one
+ * string value with one of the two values inside the other ("label":"to set" and "label":"to";
+ * "room":"kids' gym" and "room":"gym"): the small models write such a near
+ * copy where they mean one call.  The first is kept.  Returns how many were
+ * dropped. */
+int nd_drop_near_duplicates(nd_json *calls);
+
 /* Does the schema's "pattern" accept text (ASCII)?  0 without a pattern. */
 int nd_pattern_accepts(const nd_json *schema, const char *text);
 

@@ -16,14 +16,15 @@
 #include "agent/name_span.h"
 #include "agent/place_span.h"
 #include "agent/range_guard.h"
+#include "agent/repair.h"
 #include "agent/said_choice.h"
-#include "agent/said_flag.h"
-#include "agent/said_list.h"
-#include "agent/said_unit.h"
 #include "agent/said_date.h"
+#include "agent/said_flag.h"
 #include "agent/said_label.h"
+#include "agent/said_list.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "agent/said_unit.h"
 #include "agent/split_turn.h"
 #include "core/error.h"
 #include "core/utf8.h"
@@ -645,6 +646,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             int repair = kind == ND_TURN_USER && calls->type == ND_JSON_ARRAY && calls->count > 0;
             int n_completed = 0, changed = 0;
             if (repair) {
+                /* a near copy of an earlier call is dropped first (repair.h), so that the
+                 * one-call rules below see the one call meant */
+                int near = nd_drop_near_duplicates(calls);
                 int a = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int t = a < 0 ? -1 : nd_complete_message_text(calls, s->tools, s->last_request, &completed, &n_completed);
                 int p = t < 0 ? -1 : nd_complete_place_names(calls, s->tools, s->last_request, &completed, &n_completed);
@@ -667,7 +671,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || c < 0 || q < 0 ||
                                   dec < 0 || e < 0
                               ? -1
-                              : a + t + p + l + b + li + f + u + c + q + dec + e;
+                              : near + a + t + p + l + b + li + f + u + c + q + dec + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);

@@ -110,6 +110,14 @@ int nd_json_object_add_string(nd_json *obj, const char *key, const char *value)
     return 0;
 }
 
+void nd_json_array_remove(nd_json *arr, size_t i)
+{
+    if (arr->type != ND_JSON_ARRAY || i >= arr->count) return;
+    free_contents(&arr->items[i]);
+    memmove(&arr->items[i], &arr->items[i + 1], (arr->count - i - 1) * sizeof arr->items[0]);
+    arr->count--;
+}
+
 int nd_json_object_put(nd_json *obj, const char *key, nd_json *value)
 {
     for (size_t i = 0; i < obj->count; i++)

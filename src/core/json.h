@@ -64,6 +64,10 @@ int nd_json_object_add_string(nd_json *obj, const char *key, const char *value);
  * invalid afterwards.  Returns 0, or NEEDLE_ENOMEM (the object unchanged). */
 int nd_json_object_put(nd_json *obj, const char *key, nd_json *value);
 
+/* Remove element i of an array (its contents freed; later elements move
+ * down).  Pointers into the array's elements are invalid afterwards. */
+void nd_json_array_remove(nd_json *arr, size_t i);
+
 /* Compact writer, Python json.dumps(separators=(",",":")) style.  ascii_only
  * escapes every non-ASCII character as \uXXXX (surrogate pairs above U+FFFF),
  * as Python's ensure_ascii=True does; numbers are written as their literal text. */
