@@ -27,6 +27,7 @@
 #include "agent/name_span.h"
 #include "agent/place_span.h"
 #include "agent/range_guard.h"
+#include "agent/repair.h"
 #include "agent/said_choice.h"
 #include "agent/said_date.h"
 #include "agent/said_flag.h"
@@ -110,6 +111,12 @@ static void check_settings(nd_json *wide, const nd_json *tools, const char *requ
         }
     }
     nd_json_free(before);
+    /* near copies dropped: never the first call, the rest still calls */
+    size_t n_before = wide->type == ND_JSON_ARRAY ? wide->count : 0;
+    int dropped = nd_drop_near_duplicates(wide);
+    if (dropped < 0 || (wide->type == ND_JSON_ARRAY && wide->count + (size_t)dropped != n_before) ||
+        (n_before > 0 && dropped >= (int)n_before))
+        abort();
 }
 
 /* Finish the names of calls and add the choices the request names (a parsed
