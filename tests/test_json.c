@@ -379,6 +379,11 @@ static void test_object_put(void)
     nd_json_array_remove(arr, 0);
     nd_json_array_remove(arr, 5);
     CHECK(arr->count == 1 && arr->items[0].type == ND_JSON_STRING && !strcmp(arr->items[0].str, "Friday"));
+    /* nd_json_object_remove: the member's key and value freed, the rest moved down */
+    nd_json_object_remove(obj, 0);
+    nd_json_object_remove(obj, 9);
+    CHECK(obj->count == 2 && !strcmp(obj->keys[0], "b") && !strcmp(obj->keys[1], "speaker") && obj->key_lens[1] == 7 &&
+          nd_json_get(obj, "a") == NULL);
     nd_buf_free(&b);
     nd_json_free(obj);
 }

@@ -2,7 +2,9 @@
  * the call (src/agent/said_choice.h): single and multi-word values, case,
  * whole words only, a one-word value said in its "-ing" form, what is left alone (two values said, a required or
  * present argument, a word inside a copied value, two calls, non-enum
- * strings), the path list, and the envelope through the public API. */
+ * strings), the path list, optional choices the request never says dropped
+ * (and the ways a choice is said: words, forms, unit and currency symbols),
+ * and the envelope through the public API. */
 #include "agent/said_choice.h"
 #include "repair_check.h"
 
@@ -89,6 +91,78 @@ static void test_what_is_left_alone(void)
     ADDS("[]", "fan high", "[]|[]");
 }
 
+static int drop_unsaid(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
+{
+    (void)paths;
+    (void)np;
+    int n = nd_drop_unsaid_choices(calls, tools, (const char *)request);
+    return n < 0 ? -1 : 0; /* (nothing listed: the count is checked below) */
+}
+
+/* The call's arguments after dropping the choices a request never says. */
+static const char *kept(const char *tools, const char *call_args, const char *request)
+{
+    static char calls[512], out[512];
+    snprintf(calls, sizeof calls, "[{\"name\":\"t\",\"arguments\":%s}]", call_args);
+    const char *r = repair_apply(tools, calls, drop_unsaid, (void *)request);
+    const char *a = strstr(r, "\"arguments\":"), *bar = strrchr(r, '|');
+    if (!a || !bar) return r;
+    snprintf(out, sizeof out, "%.*s", (int)(bar - a - 14), a + 12);
+    return out;
+}
+
+static void test_unsaid_choices_dropped(void)
+{
+    const char *tools = "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                        "\"temperature\":{\"type\":\"number\"},"
+                        "\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]},"
+                        "\"mode\":{\"type\":\"string\",\"enum\":[\"heat\",\"cool\",\"this_week\"]},"
+                        "\"currency\":{\"type\":\"string\",\"enum\":[\"USD\",\"EUR\",\"GBP\",\"JPY\",\"CAD\"]},"
+                        "\"zone\":{\"type\":\"string\",\"enum\":[\"all\",\"driver\"]},"
+                        "\"note\":{\"type\":\"string\"}},\"required\":[\"zone\"]}}]";
+    struct {
+        const char *args, *request, *want;
+    } cases[] = {
+        /* not said: dropped */
+        {"{\"temperature\":23,\"unit\":\"celsius\",\"mode\":\"heat\"}", "put the heat on at 23 degrees",
+         "{\"temperature\":23,\"mode\":\"heat\"}"},
+        {"{\"currency\":\"GBP\"}", "log 40 at the deli", "{}"},
+        /* said: words, forms, '_' as a space */
+        {"{\"unit\":\"celsius\"}", "weather in celsius", "{\"unit\":\"celsius\"}"},
+        {"{\"mode\":\"heat\"}", "set the heating to 21", "{\"mode\":\"heat\"}"},
+        {"{\"mode\":\"cool\"}", "it cooled down, 21", "{\"mode\":\"cool\"}"},
+        {"{\"mode\":\"this_week\"}", "steps this week", "{\"mode\":\"this_week\"}"},
+        /* temperature symbols */
+        {"{\"unit\":\"fahrenheit\"}", "set it to 68F", "{\"unit\":\"fahrenheit\"}"},
+        {"{\"unit\":\"fahrenheit\"}", "set it to 68 \xc2\xb0" "F", "{\"unit\":\"fahrenheit\"}"},
+        {"{\"unit\":\"celsius\"}", "twenty point five degrees C", "{\"unit\":\"celsius\"}"},
+        {"{\"unit\":\"celsius\"}", "set it to 20, see you", "{}"}, /* no C after a number */
+        /* currency symbols and names */
+        {"{\"currency\":\"USD\"}", "log $42.99 at Staples", "{\"currency\":\"USD\"}"},
+        {"{\"currency\":\"USD\"}", "log 42 dollars", "{\"currency\":\"USD\"}"},
+        {"{\"currency\":\"EUR\"}", "14.50 \xe2\x82\xac at the caf\xc3\xa9", "{\"currency\":\"EUR\"}"},
+        {"{\"currency\":\"GBP\"}", "\xc2\xa3" "63 to Addison Lee", "{\"currency\":\"GBP\"}"},
+        {"{\"currency\":\"JPY\"}", "Hotel Sakura, \xc2\xa5" "18400", "{\"currency\":\"JPY\"}"},
+        {"{\"currency\":\"CAD\"}", "CA$61.8 for food", "{\"currency\":\"CAD\"}"},
+        {"{\"currency\":\"CAD\"}", "27.80 Canadian dollars", "{\"currency\":\"CAD\"}"},
+        {"{\"currency\":\"EUR\"}", "eur 20", "{\"currency\":\"EUR\"}"},
+        /* required choices and free strings stay */
+        {"{\"zone\":\"all\",\"note\":\"x\"}", "nothing said", "{\"zone\":\"all\",\"note\":\"x\"}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *got = kept(tools, cases[i].args, cases[i].request);
+        CHECKF(strcmp(got, cases[i].want) == 0, "%s / %s -> %s", cases[i].args, cases[i].request, got);
+    }
+    /* two calls: left alone */
+    nd_json *calls = NULL, *t = NULL;
+    needle_error err;
+    const char *two = "[{\"name\":\"t\",\"arguments\":{\"unit\":\"celsius\"}},{\"name\":\"t\",\"arguments\":{}}]";
+    if (nd_json_parse(two, strlen(two), NULL, &calls, &err) == 0 && nd_json_parse(tools, strlen(tools), NULL, &t, &err) == 0)
+        CHECK(nd_drop_unsaid_choices(calls, t, "nothing said") == 0);
+    nd_json_free(calls);
+    nd_json_free(t);
+}
+
 /* Through the public API: a tool whose optional enum the request names. */
 static void test_envelope_reports_the_added_choice(void)
 {
@@ -110,6 +184,7 @@ int main(void)
     RUN(test_choices_said_are_added);
     RUN(test_ing_forms);
     RUN(test_what_is_left_alone);
+    RUN(test_unsaid_choices_dropped);
     RUN(test_envelope_reports_the_added_choice);
     return check_summary();
 }

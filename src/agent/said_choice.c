@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agent/repair.h"
 
@@ -157,4 +158,107 @@ int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *reques
     }
     free(req.low);
     return err || paths->oom ? -1 : added;
+}
+
+/* ------------------------------------------------------------------ choices nobody asked for */
+
+/* Does the lowered request hold needle as a word: no letter right before it
+ * (unless it starts with a symbol) and none right after it but a plural "s"? */
+static int has_at_word(const words *text, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= text->len; i++) {
+        if (memcmp(text->low + i, needle, n) != 0) continue;
+        size_t end = i + n;
+        if (end < text->len && text->low[end] == 's') end++; /* a plural: "dollars" */
+        int letter_after = end < text->len && text->low[end] >= 'a' && text->low[end] <= 'z';
+        int symbol_first = !((needle[0] >= 'a' && needle[0] <= 'z'));
+        int letter_before = i > 0 && text->low[i - 1] >= 'a' && text->low[i - 1] <= 'z';
+        if (!letter_after && (symbol_first || !letter_before)) return 1;
+    }
+    return 0;
+}
+
+/* F or C as a temperature unit: after a digit (spaces allowed), after ° or º, or after "degree(s) ". */
+static int says_temperature_unit(const words *text, char unit)
+{
+    for (size_t i = 0; i < text->len; i++) {
+        if (text->low[i] != unit || (i + 1 < text->len && word_byte((unsigned char)text->low[i + 1]))) continue;
+        size_t j = i;
+        while (j > 0 && text->low[j - 1] == ' ') j--;
+        if (j > 0 && text->low[j - 1] >= '0' && text->low[j - 1] <= '9') return 1;
+        if (j >= 2 && (unsigned char)text->low[j - 2] == 0xC2 &&
+            ((unsigned char)text->low[j - 1] == 0xB0 || (unsigned char)text->low[j - 1] == 0xBA))
+            return 1;
+        if ((j >= 6 && !memcmp(text->low + j - 6, "degree", 6)) || (j >= 7 && !memcmp(text->low + j - 7, "degrees", 7)))
+            return 1;
+    }
+    return 0;
+}
+
+/* Is a currency code said by its symbol or name? */
+static int says_currency(const words *text, const char *code, size_t n)
+{
+    static const char *const NAMES[][5] = {
+        {"usd", "$", "dollar", "buck", NULL},      {"eur", "\xE2\x82\xAC", "euro", NULL, NULL},
+        {"gbp", "\xC2\xA3", "pound", "quid", NULL}, {"jpy", "\xC2\xA5", "yen", NULL, NULL},
+        {"cad", "ca$", "c$", "canadian dollar", NULL}};
+    if (n != 3) return 0;
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
+        if (strncasecmp(code, NAMES[i][0], 3) != 0) continue;
+        for (int k = 1; k < 5 && NAMES[i][k]; k++)
+            if (has_at_word(text, NAMES[i][k])) return 1;
+    }
+    return 0;
+}
+
+/* Is the value said, generously (said_choice.h)?  -1 out of memory. */
+static int says_generously(const words *text, const char *value, size_t n)
+{
+    int r = says_value(text, value, n);
+    if (r) return r;
+    r = says_ing_form(text, value, n);
+    if (r) return r;
+    char form[40];
+    int plain = n >= 3 && n + 3 < sizeof form;
+    for (size_t i = 0; plain && i < n; i++) plain = (value[i] | 32) >= 'a' && (value[i] | 32) <= 'z';
+    if (plain) {
+        static const char *const ENDINGS[] = {"s", "ed", "d", NULL};
+        for (const char *const *e = ENDINGS; *e; e++) {
+            memcpy(form, value, n);
+            memcpy(form + n, *e, strlen(*e) + 1);
+            if ((r = says_value(text, form, n + strlen(*e))) != 0) return r;
+        }
+    }
+    if (n == 10 && !strncasecmp(value, "fahrenheit", n)) return says_temperature_unit(text, 'f');
+    if (n == 7 && !strncasecmp(value, "celsius", n)) return says_temperature_unit(text, 'c');
+    return says_currency(text, value, n);
+}
+
+int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *request)
+{
+    nd_one_call c;
+    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
+    words req;
+    if (words_of(&req, request, strlen(request))) return -1;
+    int dropped = 0;
+    for (size_t k = 0; k < c.args->count;) {
+        const nd_json *v = &c.args->items[k], *schema = nd_json_get(c.props, c.args->keys[k]);
+        const nd_json *t = schema ? nd_json_get(schema, "type") : NULL, *e = schema ? nd_json_get(schema, "enum") : NULL;
+        int choice = v->type == ND_JSON_STRING && !memchr(v->str, 0, v->len) && t && t->type == ND_JSON_STRING &&
+                     !strcmp(t->str, "string") && e && !required(c.params, c.args->keys[k]);
+        int said = choice ? says_generously(&req, v->str, v->len) : 1;
+        if (said < 0) {
+            free(req.low);
+            return -1;
+        }
+        if (!said) {
+            nd_json_object_remove(c.args, k);
+            dropped++;
+        } else {
+            k++;
+        }
+    }
+    free(req.low);
+    return dropped;
 }

@@ -33,4 +33,17 @@
  * out of memory. */
 int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
 
+/* The other way round: the models also add optional choices nobody asked
+ * for ("put the heat on at 23 degrees" -> "unit": "celsius", "show my
+ * weather for Joakimeid" -> "unit": "celsius", "set auto to twenty-nine" ->
+ * "zone": "all").  In a turn with one call, an optional string enum argument
+ * whose value the latest request does not say is dropped from the call.
+ * Said here, generously: the value's words (ASCII case ignored, '_' a
+ * space), or one-word value's "-s", "-ed"/"-d" or "-ing" form; "fahrenheit"
+ * and "celsius" also by F or C after a number, "°" or "degrees"; a currency
+ * code by its symbol or name ("$", "dollars" for USD; "€", "euros"; "£",
+ * "pounds", "quid"; "¥", "yen"; "CA$", "C$", "Canadian dollars" for CAD).
+ * Returns how many were dropped, or -1 when out of memory. */
+int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *request);
+
 #endif

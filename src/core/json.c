@@ -110,6 +110,18 @@ int nd_json_object_add_string(nd_json *obj, const char *key, const char *value)
     return 0;
 }
 
+void nd_json_object_remove(nd_json *obj, size_t i)
+{
+    if (obj->type != ND_JSON_OBJECT || i >= obj->count) return;
+    free_contents(&obj->items[i]);
+    free(obj->keys[i]);
+    size_t rest = obj->count - i - 1;
+    memmove(&obj->items[i], &obj->items[i + 1], rest * sizeof obj->items[0]);
+    memmove(&obj->keys[i], &obj->keys[i + 1], rest * sizeof obj->keys[0]);
+    memmove(&obj->key_lens[i], &obj->key_lens[i + 1], rest * sizeof obj->key_lens[0]);
+    obj->count--;
+}
+
 void nd_json_array_remove(nd_json *arr, size_t i)
 {
     if (arr->type != ND_JSON_ARRAY || i >= arr->count) return;

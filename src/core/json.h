@@ -64,6 +64,10 @@ int nd_json_object_add_string(nd_json *obj, const char *key, const char *value);
  * invalid afterwards.  Returns 0, or NEEDLE_ENOMEM (the object unchanged). */
 int nd_json_object_put(nd_json *obj, const char *key, nd_json *value);
 
+/* Remove member i of an object (its key and value freed; later members
+ * move down).  Pointers into the object's members are invalid afterwards. */
+void nd_json_object_remove(nd_json *obj, size_t i);
+
 /* Remove element i of an array (its contents freed; later elements move
  * down).  Pointers into the array's elements are invalid afterwards. */
 void nd_json_array_remove(nd_json *arr, size_t i);

@@ -111,6 +111,15 @@ static void check_settings(nd_json *wide, const nd_json *tools, const char *requ
         }
     }
     nd_json_free(before);
+    /* an optional choice never said dropped: only from a one-call answer, only members removed */
+    size_t members = wide->type == ND_JSON_ARRAY && wide->count == 1 && nd_json_get(&wide->items[0], "arguments") &&
+                             nd_json_get(&wide->items[0], "arguments")->type == ND_JSON_OBJECT
+                         ? nd_json_get(&wide->items[0], "arguments")->count
+                         : 0;
+    int unsaid = nd_drop_unsaid_choices(wide, tools, request);
+    if (unsaid < 0 || (unsaid > 0 && (members < (size_t)unsaid ||
+                                      nd_json_get(&wide->items[0], "arguments")->count != members - (size_t)unsaid)))
+        abort();
     /* near copies dropped: never the first call, the rest still calls */
     size_t n_before = wide->type == ND_JSON_ARRAY ? wide->count : 0;
     int dropped = nd_drop_near_duplicates(wide);
