@@ -202,3 +202,39 @@ int nd_drop_near_duplicates(nd_json *calls)
     }
     return dropped;
 }
+
+static int required_key(const nd_json *params, const char *key)
+{
+    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
+    for (size_t i = 0; req && req->type == ND_JSON_ARRAY && i < req->count; i++)
+        if (req->items[i].type == ND_JSON_STRING && !strcmp(req->items[i].str, key)) return 1;
+    return 0;
+}
+
+int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char *ungrounded, const char *outside)
+{
+    int dropped = 0;
+    for (size_t c = 0; ungrounded && tools && calls && calls->type == ND_JSON_ARRAY && c < calls->count; c++) {
+        const nd_json *name = nd_json_get(&calls->items[c], "name");
+        nd_json *args = (nd_json *)nd_json_get(&calls->items[c], "arguments");
+        if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
+        const nd_json *params = nd_tool_parameters(tools, name->str);
+        for (size_t k = 0; params && k < args->count;) {
+            nd_buf p;
+            nd_buf_init(&p);
+            nd_buf_putc(&p, '"');
+            nd_buf_printf(&p, "%s.%s", name->str, args->keys[k]);
+            nd_buf_putc(&p, '"');
+            int flagged = p.data && strstr(ungrounded, p.data) != NULL; /* (names with '"' never match: fine) */
+            int bent = p.data && outside && strstr(outside, p.data) != NULL;
+            nd_buf_free(&p);
+            if (flagged && !bent && !required_key(params, args->keys[k])) {
+                nd_json_object_remove(args, k);
+                dropped++;
+            } else {
+                k++;
+            }
+        }
+    }
+    return dropped;
+}

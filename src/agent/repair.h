@@ -55,6 +55,16 @@ int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *requ
  * dropped. */
 int nd_drop_near_duplicates(nd_json *calls);
 
+/* Drop every optional top-level argument whose "tool.key" the grounding
+ * checks list as ungrounded (`ungrounded`: their JSON array of strings): a
+ * value the request does not say in an argument the tool does not need is
+ * one the model made up ("weather in Ritaborough" -> "date": "2028-08-23").
+ * Required arguments stay (the checks report them), and so do those in
+ * `outside` (the checks' out_of_schema list: "brightness 150%" bent to 100
+ * is a request the contract refuses, not a made-up value).  Returns how many
+ * were dropped. */
+int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char *ungrounded, const char *outside);
+
 /* Does the schema's "pattern" accept text (ASCII)?  0 without a pattern. */
 int nd_pattern_accepts(const nd_json *schema, const char *text);
 

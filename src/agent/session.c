@@ -685,6 +685,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                     grc = nd_grounding_check(calls, s->tools, s->heard.data, request, s->system, bent[0] ? bent : NULL, &g);
                 }
                 changed = d < 0 ? -1 : changed + d;
+                /* an optional value the request does not say is dropped, and the checks run again (repair.h) */
+                int dropped = changed < 0 || grc ? 0 : nd_drop_ungrounded_optional(calls, s->tools, g.ungrounded.data, g.out_of_schema.data);
+                if (dropped > 0) {
+                    nd_grounding_free(&g);
+                    grc = nd_grounding_check(calls, s->tools, s->heard.data, request, s->system, bent[0] ? bent : NULL, &g);
+                    changed += dropped;
+                }
             }
             nd_buf_puts(&completed, n_completed ? "]" : "[]");
             if (changed > 0) {
