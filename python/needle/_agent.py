@@ -158,12 +158,15 @@ class Needle:
     split: a first request answered with one call or none that can be cut in two ("... and then ...")
         is answered one part at a time, and the parts' calls are taken when both call something
         (True, the default); False: never ("validation"."split" names the parts).
+    ask_again: a first request the model answers with no call is asked again ("please " and the
+        request), and that answer taken when it calls something grounded with no sign of a request
+        to refuse (True, the default; "validation"."asked_again" says so); False: never.
     """
 
     def __init__(self, tools=None, system=None, weights=None, tool_index_path=None, auto_date=True,
                  stateless=False, *, tokenizer=None, threads=0, backend=None, kv_window=0, temperature=0.0,
                  top_p=0.0, seed=0, max_reasoning_tokens=0, strict=False,
-                 copy_values=None, split=True):
+                 copy_values=None, split=True, ask_again=True):
         self._lock = threading.Lock()
         self._handle = None
         if system is not None and not isinstance(system, str):
@@ -188,7 +191,7 @@ class Needle:
             _native.encode(self.system, "system"), _native.encode(self.tools_json, "tools"),
             _native.encode(tool_index_path, "tool_index_path"), 0, int(max_reasoning_tokens), float(temperature),
             float(top_p), int(seed), 1 if strict else 0, 0 if copy_values is None else 1 if copy_values else -1,
-            1 if split else -1)
+            1 if split else -1, 1 if ask_again else -1)
         handle = ctypes.c_void_p()
         _native.check(lib.needle_session_open(self._model.handle, ctypes.byref(opts), ctypes.byref(handle),
                                               ctypes.byref(err)), err)

@@ -29,7 +29,8 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [("system", ctypes.c_char_p), ("tools_json", ctypes.c_char_p), ("tool_index_path", ctypes.c_char_p),
                 ("max_new_tokens", ctypes.c_int), ("max_reasoning_tokens", ctypes.c_int),
                 ("temperature", ctypes.c_float), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64),
-                ("strict", ctypes.c_int), ("grounded_decoding", ctypes.c_int), ("split_requests", ctypes.c_int)]
+                ("strict", ctypes.c_int), ("grounded_decoding", ctypes.c_int), ("split_requests", ctypes.c_int),
+                ("ask_again", ctypes.c_int)]
 
 
 class FinetuneOptions(ctypes.Structure):

@@ -45,6 +45,15 @@ def test_split_answers_a_two_part_request_in_parts():
     assert needle.Needle(auto_date=False, split=False).complete(text)["validation"]["split"] == []
 
 
+def test_ask_again_answers_a_request_the_model_left_without_a_call():
+    text = "kitchen lights off please"
+    env = needle.Needle(auto_date=False).complete(text)
+    assert env["function_calls"] == [{"name": "set_lights", "arguments": {"room": "kitchen", "on": False}}]
+    assert env["validation"]["asked_again"] is True
+    off = needle.Needle(auto_date=False, ask_again=False).complete(text)
+    assert off["function_calls"] == [] and off["validation"]["asked_again"] is False
+
+
 def test_per_call_budget_is_honoured():
     env = needle.Needle().complete("turn off the kitchen lights", max_new_tokens=3)
     assert env["success"] is False and env["error_code"] == -12  # NEEDLE_ELIMIT, an envelope, not an exception

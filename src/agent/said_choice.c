@@ -262,3 +262,12 @@ int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *req
     free(req.low);
     return dropped;
 }
+
+int nd_choice_said(const char *request, const char *value, size_t n)
+{
+    words req;
+    if (!request || words_of(&req, request, strlen(request))) return -1;
+    int r = says_generously(&req, value, n);
+    free(req.low);
+    return r;
+}

@@ -46,4 +46,8 @@ int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *reques
  * Returns how many were dropped, or -1 when out of memory. */
 int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *request);
 
+/* Is the choice value[0, n) said in request, generously as above?  1, 0, or
+ * -1 when out of memory. */
+int nd_choice_said(const char *request, const char *value, size_t n);
+
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/ask_again.h"
 #include "agent/clock_time.h"
 #include "agent/decode_loop.h"
 #include "agent/envelope.h"
@@ -260,6 +261,9 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     if (opt->split_requests < -1 || opt->split_requests > 1)
         return nd_errorf(err, NEEDLE_EINVAL, "session: split_requests %d must be -1 (off), 0 (default) or 1 (on)",
                          opt->split_requests);
+    if (opt->ask_again < -1 || opt->ask_again > 1)
+        return nd_errorf(err, NEEDLE_EINVAL, "session: ask_again %d must be -1 (off), 0 (default) or 1 (on)",
+                         opt->ask_again);
     if (opt->grounded_decoding < -1 || opt->grounded_decoding > 1)
         return nd_errorf(err, NEEDLE_EINVAL, "session: grounded_decoding %d must be -1 (off), 0 (default) or 1 (on)",
                          opt->grounded_decoding);
@@ -271,6 +275,7 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->seed = opt->seed;
     s->strict = opt->strict != 0;
     s->split = opt->split_requests >= 0 ? ND_SPLIT_DEPTH : 0;
+    s->ask_again = opt->ask_again >= 0;
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
     if (opt->grounded_decoding != 0) s->grounded = opt->grounded_decoding > 0;
@@ -619,7 +624,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&completed);
     nd_split_answer split; /* the request answered in two parts (split_turn.h) */
     nd_split_answer_init(&split);
-    int split_taken = 0;
+    int split_taken = 0, asked_again = 0;
     const char *suppressed = NULL;
     if (!r.fail_code) {
         nd_json *calls = NULL;
@@ -747,6 +752,29 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                     confidence = split.confidence;
                 }
             }
+            /* a first request the model answered with no call: asked again (ask_again.h) */
+            if (s->ask_again && !split_taken && first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
+                calls->type == ND_JSON_ARRAY && calls->count == 0) {
+                int aa = nd_answer_again(s, s->last_request, max_new, &split, err);
+                if (aa > 0) {
+                    r.calls.len = 0;
+                    nd_buf_append(&r.calls, split.calls.data, split.calls.len);
+                    if (r.calls.oom) aa = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+                }
+                if (aa < 0) {
+                    nd_json_free(calls);
+                    nd_buf_free(&r.reasoning);
+                    nd_buf_free(&r.calls);
+                    nd_grounding_free(&g);
+                    nd_buf_free(&completed);
+                    nd_split_answer_free(&split);
+                    return aa;
+                }
+                if (aa > 0) {
+                    asked_again = 1;
+                    confidence = split.confidence;
+                }
+            }
         }
         nd_json_free(calls);
     }
@@ -774,12 +802,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),
-        .ungrounded = split_taken && !split.keeps_whole ? "[]" : g.ungrounded.data,
+        .ungrounded = (split_taken && !split.keeps_whole) || asked_again ? "[]" : g.ungrounded.data,
         .negation = g.negation,
         .out_of_schema = g.out_of_schema.data,
         .missing = g.missing.data,
-        .completed = split_taken ? split.completed.data : completed.data,
+        .completed = split_taken || asked_again ? split.completed.data : completed.data,
         .split = split_taken ? split.parts.data : NULL,
+        .asked_again = asked_again,
         .suppressed_calls = suppressed,
     };
     s->last_mask_seconds = r.t_mask;

@@ -95,6 +95,7 @@ struct needle_session {
     int keep_cells;        /* keep the turn's cells without a confidence head (heads training) */
     int strict;            /* withhold flagged calls (agent/grounding.h) */
     int split;             /* how many times a first request may be cut (split_turn.h); 0: never */
+    int ask_again;         /* a first request answered with no call is asked again (ask_again.h) */
     int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
                               facts (grammar.h, nd_grammar_set_copy_source), set anew each turn */
     nd_buf heard;          /* this conversation's user texts and tool results, for the grounding checks */

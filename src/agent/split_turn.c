@@ -33,10 +33,9 @@ static size_t array_count(const nd_json *v)
     return v && v->type == ND_JSON_ARRAY ? v->count : 0;
 }
 
-/* One side's answer, parsed; NULL when it does not count (a failed turn, no
- * call, a call withheld, or a value its side does not say). */
-static nd_json *answer_side(needle_session *scratch, const char *text, size_t len, int max_new, int *rc,
-                            needle_error *err)
+/* One side's answer (split_turn.h, nd_scratch_answer). */
+nd_json *nd_scratch_answer(needle_session *scratch, const char *text, size_t len, int max_new, int *rc,
+                           needle_error *err)
 {
     *rc = 0;
     char *side = malloc(len + 1);
@@ -134,7 +133,7 @@ static void write_parts(nd_buf *out, const char *first, size_t first_len, const 
     nd_buf_putc(out, ']');
 }
 
-static int open_scratch(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err)
+int nd_scratch_open(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err)
 {
     nd_buf tools;
     nd_buf_init(&tools);
@@ -156,7 +155,10 @@ static int open_scratch(needle_session *s, int max_new_tokens, needle_session **
     o.strict = s->strict;
     o.grounded_decoding = s->grounded ? 1 : -1;
     int rc = nd_session_open(s->model, &o, out, err);
-    if (!rc) (*out)->split = s->split - 1; /* a side is cut at most ND_SPLIT_DEPTH - 1 more times */
+    if (!rc) {
+        (*out)->split = s->split - 1; /* a side is cut at most ND_SPLIT_DEPTH - 1 more times */
+        (*out)->ask_again = 0;        /* and never asked again */
+    }
     nd_buf_free(&tools);
     return rc;
 }
@@ -202,7 +204,7 @@ static int answer_other_object(needle_session *s, needle_session *scratch, const
             nd_buf_free(&reduced);
             return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
         }
-        nd_json *env = answer_side(scratch, reduced.data, reduced.len - 1, max_new_tokens, &rc, err);
+        nd_json *env = nd_scratch_answer(scratch, reduced.data, reduced.len - 1, max_new_tokens, &rc, err);
         const nd_json *calls = nd_json_get(env, "function_calls");
         const nd_json *other = array_count(calls) == 1 ? &calls->items[0] : NULL;
         const nd_json *other_name = other ? nd_json_get(other, "name") : NULL;
@@ -250,14 +252,14 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
     int n_objects = one_call ? nd_other_objects(request, &calls->items[0], objects, top ? ND_OTHER_OBJECT_MAX : 2) : 0;
     if ((n_points == 0 && n_objects == 0) || !s->tools) return 0;
     needle_session *scratch = NULL;
-    int rc = open_scratch(s, max_new_tokens, &scratch, err);
+    int rc = nd_scratch_open(s, max_new_tokens, &scratch, err);
     if (rc) return rc == NEEDLE_ENOMEM ? rc : 0; /* (the session's own options opened it once) */
     int ascii = nd_chat_json_ascii(s->model->layout), taken = 0;
     for (int p = 0; p < n_points && !taken && !rc; p++) {
         const nd_split_point *pt = &points[p];
-        nd_json *left = answer_side(scratch, request + pt->left_begin, pt->left_end - pt->left_begin, max_new_tokens,
+        nd_json *left = nd_scratch_answer(scratch, request + pt->left_begin, pt->left_end - pt->left_begin, max_new_tokens,
                                     &rc, err);
-        nd_json *right = left && !rc ? answer_side(scratch, request + pt->right_begin,
+        nd_json *right = left && !rc ? nd_scratch_answer(scratch, request + pt->right_begin,
                                                    pt->right_end - pt->right_begin, max_new_tokens, &rc, err)
                                      : NULL;
         if (left && right) {

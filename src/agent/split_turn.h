@@ -48,4 +48,16 @@ void nd_split_answer_free(nd_split_answer *a);
 int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, const char *whole_completed,
                        double whole_confidence, int max_new_tokens, nd_split_answer *out, needle_error *err);
 
+/* The scratch session the parts are answered in: the same model, tools,
+ * system facts and options as s, cut at most ND_SPLIT_DEPTH - 1 more times,
+ * never asked again.  0 or an error code. */
+int nd_scratch_open(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err);
+
+/* text[0, len) answered alone, from a fresh start, in the scratch session:
+ * the envelope, parsed; NULL when it does not count (a failed turn, no call,
+ * a call withheld, or a value it does not say), with *rc an error code when
+ * memory ran out (0 otherwise). */
+nd_json *nd_scratch_answer(needle_session *scratch, const char *text, size_t len, int max_new_tokens, int *rc,
+                           needle_error *err);
+
 #endif

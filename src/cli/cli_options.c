@@ -83,6 +83,7 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
         {CLI_KV_BITS, "--kv-bits"},     {CLI_MAX_NEW_TOKENS, "--max-new-tokens"}, {CLI_SEED, "--seed"},
         {CLI_LAYOUT, "--layout"},
         {CLI_ACTS, "--acts"},           {CLI_COPY_VALUES, "--copy-values"}, {CLI_SPLIT, "--split"},
+        {CLI_ASK_AGAIN, "--ask-again"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         if (!(c->accept & names[k].bit)) continue;
@@ -121,6 +122,7 @@ int cli_common_parse(cli_common *c, const char *cmd, int argc, char **argv, int 
             break;
         case CLI_COPY_VALUES: bad = on_off(cmd, "--copy-values", v, &c->copy_values); break;
         case CLI_SPLIT: bad = on_off(cmd, "--split", v, &c->split); break;
+        case CLI_ASK_AGAIN: bad = on_off(cmd, "--ask-again", v, &c->ask_again); break;
         case CLI_SEED:
             bad = cli_u64(cmd, "--seed", v, &c->seed);
             c->have_seed = !bad;

@@ -22,6 +22,7 @@ enum {
     CLI_ACTS = 1 << 10,          /* --acts a8|float */
     CLI_COPY_VALUES = 1 << 11,   /* --copy-values on|off (grounded decoding) */
     CLI_SPLIT = 1 << 12,         /* --split on|off (a two-part request answered in parts) */
+    CLI_ASK_AGAIN = 1 << 13,     /* --ask-again on|off (a request answered with no call asked again) */
 };
 
 typedef struct cli_common {
@@ -40,6 +41,7 @@ typedef struct cli_common {
     int acts;              /* NEEDLE_ACTS_A8 (default) or NEEDLE_ACTS_FLOAT */
     int copy_values;       /* needle_session_options.grounded_decoding: 1 on, -1 off, 0 not given */
     int split;             /* needle_session_options.split_requests: 1 on, -1 off, 0 not given */
+    int ask_again;         /* needle_session_options.ask_again: 1 on, -1 off, 0 not given */
 } cli_common;
 
 /* Limits the shared numeric options are checked against. */

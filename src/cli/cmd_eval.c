@@ -15,7 +15,7 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: needle eval [--model FILE] [--tokenizer TOK.model] [--tools-from-data | --tools FILE.json]\n"
             "                   [--max-new-tokens N] [--threads N] [--acts a8|float] [--show-failures N]\n"
-            "                   [--copy-values on|off] [--split on|off] [--strict]\n"
+            "                   [--copy-values on|off] [--split on|off] [--ask-again on|off] [--strict]\n"
             "                   [--layout auto|2.0.8|2.0.15] DATA.jsonl\n"
             "Answer every row {query, tools, answers|function_calls, system?} through a session, as\n"
             "`needle run` would, and print one JSON object: rows, tool_name_accuracy,\n"
@@ -29,6 +29,7 @@ static void usage(FILE *to)
             "--show-failures N prints the first N wrong answers to stderr.\n"
             "--copy-values on|off: grounded decoding, as `needle run --copy-values`.\n"
             "--split on|off: two-part requests answered in parts, as `needle run --split`.\n"
+            "--ask-again on|off: requests answered with no call asked again, as `needle run --ask-again`.\n"
             "--strict: answer as `needle run --strict` (withheld calls count as [] answers).\n"
             "--layout: the chat layout prompts are rendered in (as `needle run --layout`).\n");
 }
@@ -38,7 +39,7 @@ int cmd_eval(int argc, char **argv)
     const char *data = NULL, *v;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_THREADS | CLI_MAX_NEW_TOKENS | CLI_LAYOUT |
-                                CLI_ACTS | CLI_COPY_VALUES | CLI_SPLIT);
+                                CLI_ACTS | CLI_COPY_VALUES | CLI_SPLIT | CLI_ASK_AGAIN);
     nd_eval_opts o;
     memset(&o, 0, sizeof o);
     o.report = stderr;
@@ -84,6 +85,7 @@ int cmd_eval(int argc, char **argv)
     o.max_new_tokens = c.max_new_tokens;
     o.grounded_decoding = c.copy_values;
     o.split_requests = c.split;
+    o.ask_again = c.ask_again;
     mo.threads = c.threads;
     mo.layout = c.layout;
     mo.acts = c.acts;

@@ -32,7 +32,7 @@ static void usage(FILE *to)
             "usage: needle run [--model FILE] [--tokenizer TOK.model] [--tools FILE.json] [--system TEXT]\n"
             "                  [--max-new-tokens N] [--max-reasoning-tokens N] [--temperature T] [--top-p P]\n"
             "                  [--seed N] [--window W] [--threads N] [--acts a8|float] [--tool-index FILE] [--strict]\n"
-            "                  [--copy-values on|off] [--split on|off] [--stats] [--layout auto|2.0.8|2.0.15]\n"
+            "                  [--copy-values on|off] [--split on|off] [--ask-again on|off] [--stats] [--layout auto|2.0.8|2.0.15]\n"
             "                  [QUERY]\n"
             "Answer QUERY with tool calls and print the JSON envelope.  Without QUERY, read turns from\n"
             "stdin, one per line: lines starting with '{' or '[' are tool results, others user requests.\n"
@@ -51,6 +51,9 @@ static void usage(FILE *to)
             "--split on|off: on (the default), a first request answered with one call or none that can\n"
             "be cut in two (\"... and then ...\", \"... plus ...\") is answered one part at a time, and the\n"
             "parts' calls are taken when both call something (validation.split; docs/envelope.md).\n"
+            "--ask-again on|off: on (the default), a first request the model answers with no call is\n"
+            "asked again as \"please \" and the request, and that answer taken when it calls something\n"
+            "grounded with no sign of a request to refuse (validation.asked_again; docs/envelope.md).\n"
             "With more than five tools the contrastive head shows the model only the top five per\n"
             "conversation; --tool-index FILE keeps the tool embeddings on disk between runs.\n"
             "--layout: the chat layout the model was trained on (default auto: 2.0.8 for Needle 2 files,\n"
@@ -185,7 +188,8 @@ int cmd_run(int argc, char **argv)
     const char *query = NULL, *v;
     cli_common c;
     cli_common_init(&c, CLI_MODEL | CLI_TOKENIZER | CLI_TOOLS | CLI_SYSTEM | CLI_THREADS | CLI_WINDOW |
-                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT | CLI_ACTS | CLI_COPY_VALUES | CLI_SPLIT);
+                            CLI_MAX_NEW_TOKENS | CLI_SEED | CLI_LAYOUT | CLI_ACTS | CLI_COPY_VALUES | CLI_SPLIT |
+                                CLI_ASK_AGAIN);
     needle_session_options so;
     memset(&so, 0, sizeof so);
     needle_model_options mo;
@@ -254,6 +258,7 @@ int cmd_run(int argc, char **argv)
     so.seed = c.seed;
     so.grounded_decoding = c.copy_values;
     so.split_requests = c.split;
+    so.ask_again = c.ask_again;
     mo.kv_window = c.window;
     mo.threads = c.threads;
     mo.layout = c.layout;

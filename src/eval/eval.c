@@ -235,6 +235,7 @@ int nd_eval_row(needle_model *m, const char *line, size_t len, const char *where
     so.max_new_tokens = o->max_new_tokens;
     so.grounded_decoding = o->grounded_decoding;
     so.split_requests = o->split_requests;
+    so.ask_again = o->ask_again;
     so.strict = o->strict;
     if (needle_session_open(m, &so, &s, &e2)) {
         /* tools the session refuses (bad JSON, a schema the grammar cannot

@@ -34,6 +34,7 @@ typedef struct nd_eval_opts {
     int max_new_tokens;      /* 0: the session default */
     int grounded_decoding;   /* needle_session_options.grounded_decoding (0: the default) */
     int split_requests;      /* needle_session_options.split_requests (0: the default) */
+    int ask_again;           /* needle_session_options.ask_again (0: the default) */
     int strict;              /* needle_session_options.strict */
     FILE *report;            /* malformed rows and (show_failures) wrong answers; may be NULL */
     int show_failures;       /* print up to this many wrong rows to report */

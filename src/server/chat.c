@@ -172,6 +172,7 @@ void nd_chat_completions(const nd_request *rq, nd_reply *r)
         so.strict = q.strict;
         so.grounded_decoding = q.copy_values;
         so.split_requests = q.split;
+        so.ask_again = q.ask_again;
         rc = needle_session_open(srv->cfg->model, &so, &s, &err);
         if (!rc && results) {
             /* a history the server did not answer: replay its last user request */

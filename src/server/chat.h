@@ -35,6 +35,7 @@ typedef struct chat_req {
     int strict; /* needle extension "strict": true withholds calls the grounding checks flag */
     int copy_values; /* needle extension "copy_values": grounded decoding, 1 true, -1 false, 0 absent */
     int split;       /* needle extension "split": two-part requests in parts, 1 true, -1 false, 0 absent */
+    int ask_again;   /* needle extension "ask_again": a request answered with no call asked again, as split */
     uint64_t settings; /* hash of everything above that shapes the session */
 } chat_req;
 

@@ -302,6 +302,13 @@ int chat_request_parse(chat_req *q, const nd_request *rq, nd_reply *r)
         }
         q->split = v->type == ND_JSON_TRUE ? 1 : -1;
     }
+    if ((v = nd_json_get(root, "ask_again")) && v->type != ND_JSON_NULL) { /* docs/envelope.md */
+        if (v->type != ND_JSON_TRUE && v->type != ND_JSON_FALSE) {
+            nd_reply_bad(r, "ask_again: must be a boolean");
+            return -1;
+        }
+        q->ask_again = v->type == ND_JSON_TRUE ? 1 : -1;
+    }
     const nd_json *so = nd_json_get(root, "stream_options");
     if ((v = nd_json_get(so, "include_usage")) && v->type == ND_JSON_TRUE) q->include_usage = 1;
     double d = 0;
@@ -358,7 +365,7 @@ int chat_request_parse(chat_req *q, const nd_request *rq, nd_reply *r)
     uint64_t h = nd_hash_str(ND_HASH_SEED, "needle-serve-1");
     h = nd_hash_str(h, q->tools_json);
     h = nd_hash_str(h, q->system.data ? q->system.data : "");
-    int ints[5] = {q->max_tokens, q->choice, q->strict, q->copy_values, q->split};
+    int ints[6] = {q->max_tokens, q->choice, q->strict, q->copy_values, q->split, q->ask_again};
     h = nd_hash_bytes(h, ints, sizeof ints);
     h = nd_hash_bytes(h, &q->temperature, sizeof q->temperature);
     h = nd_hash_bytes(h, &q->top_p, sizeof q->top_p);

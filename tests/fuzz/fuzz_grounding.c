@@ -27,6 +27,7 @@
 #include "agent/name_span.h"
 #include "agent/place_span.h"
 #include "agent/range_guard.h"
+#include "agent/ask_again.h"
 #include "agent/repair.h"
 #include "agent/said_choice.h"
 #include "agent/said_date.h"
@@ -288,6 +289,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         nd_grounding_free(&g);
         check_names(calls, tools, text);
         check_cuts(text, calls);
+        int sign = nd_refusal_signs(calls, tools, text); /* asked again: a yes or no, never a crash */
+        if (sign != 0 && sign != 1) abort();
     }
     nd_json_free(calls);
     nd_json_free(tools);

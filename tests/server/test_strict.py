@@ -48,3 +48,17 @@ def test_split_answers_a_two_part_request_in_parts(server):
     assert status == 200 and off["needle"]["validation"]["split"] == []
     status, _, bad = ask(server, text, split="yes")
     assert status == 400 and "split" in bad["error"]["message"]
+
+
+def test_ask_again_answers_a_request_the_model_left_without_a_call(server):
+    """needle's request field "ask_again" (default true): a first request the model answers with no
+    call is asked again (docs/envelope.md, "Asked again")."""
+    text = "kitchen lights off please"
+    status, _, body = ask(server, text)
+    assert status == 200
+    assert calls_of(body) and calls_of(body)[0]["name"] == "set_lights"
+    assert body["needle"]["validation"]["asked_again"] is True
+    status, _, off = ask(server, text, ask_again=False)
+    assert status == 200 and calls_of(off) == [] and off["needle"]["validation"]["asked_again"] is False
+    status, _, bad = ask(server, text, ask_again=1)
+    assert status == 400 and "ask_again" in bad["error"]["message"]

@@ -1,0 +1,132 @@
+/* test_ask_again.c - a first request the model answers with no call is
+ * asked again (src/agent/ask_again.h): each sign of a request the contract
+ * refuses (a capitalised start taken as a value, function words as a value,
+ * an unknown word next to a choice key, an impossible date, a number or a
+ * duration not used, "minus", a required choice not said) and the clean
+ * answers it lets through; the option; and the bundled model end to end
+ * (asked again and taken, not taken for an invalid request, off). */
+#include "agent/ask_again.h"
+#include "repair_check.h"
+
+static const char *TOOLS =
+    "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"room\":{\"type\":\"string\"},\"on\":{\"type\":\"boolean\"},\"brightness\":{\"type\":\"integer\"},"
+    "\"color\":{\"type\":\"string\",\"enum\":[\"white\",\"warm white\",\"red\"]}},\"required\":[\"room\"]}},"
+    "{\"name\":\"set_thermostat\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"temperature\":{\"type\":\"number\"},\"mode\":{\"type\":\"string\",\"enum\":[\"heat\",\"cool\",\"auto\"]},"
+    "\"timer_minutes\":{\"type\":\"integer\"}},\"required\":[\"temperature\"]}},"
+    "{\"name\":\"get_metric\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"metric\":{\"type\":\"string\",\"enum\":[\"steps\",\"calories\",\"heart_rate\"]},"
+    "\"period\":{\"type\":\"string\",\"enum\":[\"today\",\"yesterday\"]}},\"required\":[\"metric\"]}},"
+    "{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"location\":{\"type\":\"string\"},\"date\":{\"type\":\"string\",\"format\":\"date\"},"
+    "\"time\":{\"type\":\"string\"}}}}]";
+
+/* nd_refusal_signs on calls for request: 1 a sign, 0 none. */
+static int signs(const char *calls_json, const char *request)
+{
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    int r = -2;
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0)
+        r = nd_refusal_signs(calls, tools, request);
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return r;
+}
+
+#define SIGN(calls, req, want) CHECKF(signs(calls, req) == (want), "%s / %s -> %d", calls, req, signs(calls, req))
+#define LIGHT(room) "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"" room "\",\"on\":false}}]"
+
+static void test_clean_answers(void)
+{
+    SIGN(LIGHT("kitchen"), "kitchen lights off please", 0);            /* a lower-case start is the place */
+    SIGN(LIGHT("Grandad's room"), "Please shut the lights in Grandad's room", 0);
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":19.5}}]", "thermostat 19.5 celsius", 0);
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":21,\"mode\":\"heat\"}}]",
+         "twenty-one on heat mode", 0);
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":20,\"timer_minutes\":90}}]",
+         "20 degrees for an hour and a half", 0);                        /* a duration in the call's unit */
+    SIGN("[{\"name\":\"get_metric\",\"arguments\":{\"metric\":\"calories\"}}]", "calories burned this week", 0);
+    SIGN("[{\"name\":\"get_weather\",\"arguments\":{\"time\":\"16:10\"}}]", "weather at ten past four pm", 0);
+    SIGN("[{\"name\":\"get_weather\",\"arguments\":{}}]", "weather please", 0);
+}
+
+static void test_signs(void)
+{
+    SIGN(LIGHT("Trn"), "Trn the lights off, ty", 1);                    /* a capitalised start */
+    SIGN(LIGHT("Hey"), "Right then. Hey, what movies are on", 1);      /* ... of a sentence */
+    SIGN(LIGHT("off"), "let's switch off the lights", 1);               /* function words */
+    SIGN(LIGHT("great if"), "it'd be great if the lights went off", 1); /* ... one last */
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":20}}]", "thermostat to 20 degrees on eco mode", 1);
+    SIGN(LIGHT("kitchen"), "kitchen lights off, color maroon", 1);      /* an unknown word by a choice key */
+    SIGN("[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Rome\"}}]", "weather in Rome on February 30th", 1);
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":200}}]", "heat to 200 for 5 hours", 1);
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":20}}]", "thermostat to 20, fan 3", 1);
+    SIGN("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":5}}]", "thermostat to minus 5", 1);
+    SIGN("[{\"name\":\"get_metric\",\"arguments\":{\"metric\":\"steps\",\"period\":\"yesterday\"}}]",
+         "look up the metric with period yesterday", 1);               /* a required choice not said */
+    SIGN("[{\"name\":\"nope\",\"arguments\":{}}]", "anything", 1);       /* an undeclared tool */
+}
+
+static char *send_first(int ask_again, const char *request, const char *tools)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "open: %s", err.message);
+    if (!m) return NULL;
+    needle_session_options so = {.tools_json = tools ? tools : demo_tools(), .ask_again = ask_again};
+    needle_session *s = NULL;
+    char *env = NULL;
+    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
+    if (s) CHECKF(needle_session_send(s, request, &env, &err) == 0 && env, "send: %s", err.message);
+    needle_session_close(s);
+    needle_model_close(m);
+    return env;
+}
+
+static void test_bundled_model(void)
+{
+    /* off: the model's own answer, no call */
+    char *off = send_first(-1, "kitchen lights off please", NULL);
+    CHECKF(off && strstr(off, "\"function_calls\":[]") && strstr(off, "\"asked_again\":false"), "%s", off ? off : "(none)");
+    needle_free(off);
+    /* on (the default): asked again, and the answer taken */
+    char *on = send_first(0, "kitchen lights off please", NULL);
+    CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"on\":false}}]") &&
+               strstr(on, "\"asked_again\":true") && strstr(on, "\"type\":\"call\""),
+           "%s", on ? on : "(none)");
+    needle_free(on);
+    /* an invalid request asked again is still answered with no call */
+    char *eco = send_first(0, "thermostat to 20 degrees on eco mode", NULL);
+    CHECKF(eco && strstr(eco, "\"function_calls\":[]") && strstr(eco, "\"asked_again\":false"), "%s", eco ? eco : "(none)");
+    needle_free(eco);
+    /* a request the model answers with a call is not asked again */
+    char *call = send_first(0, "turn off the kitchen lights", NULL);
+    CHECKF(call && strstr(call, "\"asked_again\":false"), "%s", call ? call : "(none)");
+    needle_free(call);
+}
+
+static void test_bad_option(void)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECK(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0);
+    if (!m) return;
+    needle_session *s = NULL;
+    needle_session_options bad = {.tools_json = demo_tools(), .ask_again = 2};
+    CHECK(needle_session_open(m, &bad, &s, &err) == NEEDLE_EINVAL && strstr(err.message, "ask_again"));
+    needle_model_close(m);
+}
+
+int main(void)
+{
+    RUN(test_clean_answers);
+    RUN(test_signs);
+    RUN(test_bundled_model);
+    RUN(test_bad_option);
+    return check_summary();
+}
