@@ -250,6 +250,8 @@ int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, 
     if (sign < 0) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
     if (env && !sign && !rc) {
         int ascii = nd_chat_json_ascii(s->model->layout);
+        out->calls.len = 0; /* (a two-part answer tried before may have left text here) */
+        out->completed.len = 0;
         nd_json_write(&out->calls, calls, ascii);
         const nd_json *completed = nd_json_get(nd_json_get(env, "validation"), "completed");
         if (completed) nd_json_write(&out->completed, completed, ascii);

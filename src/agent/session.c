@@ -728,52 +728,35 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 suppressed = r.calls.data;
                 r.calls.len = 0; /* the envelope says [] */
             }
-            /* a first request answered with one call or none that asks for two
-             * things, or one action on two objects: each part alone (split_turn.h) */
-            if (s->split && first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
-                calls->type == ND_JSON_ARRAY && calls->count <= 1) {
-                int sp = nd_answer_in_parts(s, s->last_request, calls, completed.data, confidence, max_new, &split, err);
-                if (sp > 0) {
-                    r.calls.len = 0;
-                    nd_buf_append(&r.calls, split.calls.data, split.calls.len);
-                    if (r.calls.oom) sp = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");
-                }
-                if (sp < 0) {
-                    nd_json_free(calls);
-                    nd_buf_free(&r.reasoning);
-                    nd_buf_free(&r.calls);
-                    nd_grounding_free(&g);
-                    nd_buf_free(&completed);
-                    nd_split_answer_free(&split);
-                    return sp;
-                }
-                if (sp > 0) {
-                    split_taken = 1;
-                    confidence = split.confidence;
-                }
+            /* a second look at a first request (the parts share a scratch session):
+             * answered with one call or none, one that asks for two things or one
+             * action on two objects is answered part by part (split_turn.h); answered
+             * with no call, it is asked again (ask_again.h) */
+            int second_look = first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
+                              calls->type == ND_JSON_ARRAY;
+            int taken = 0;
+            if (second_look && s->split && calls->count <= 1) {
+                taken = nd_answer_in_parts(s, s->last_request, calls, completed.data, confidence, max_new, &split, err);
+                split_taken = taken > 0;
             }
-            /* a first request the model answered with no call: asked again (ask_again.h) */
-            if (s->ask_again && !split_taken && first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
-                calls->type == ND_JSON_ARRAY && calls->count == 0) {
-                int aa = nd_answer_again(s, s->last_request, max_new, &split, err);
-                if (aa > 0) {
-                    r.calls.len = 0;
-                    nd_buf_append(&r.calls, split.calls.data, split.calls.len);
-                    if (r.calls.oom) aa = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
-                }
-                if (aa < 0) {
-                    nd_json_free(calls);
-                    nd_buf_free(&r.reasoning);
-                    nd_buf_free(&r.calls);
-                    nd_grounding_free(&g);
-                    nd_buf_free(&completed);
-                    nd_split_answer_free(&split);
-                    return aa;
-                }
-                if (aa > 0) {
-                    asked_again = 1;
-                    confidence = split.confidence;
-                }
+            if (second_look && !taken && s->ask_again && calls->count == 0) {
+                taken = nd_answer_again(s, s->last_request, max_new, &split, err);
+                asked_again = taken > 0;
+            }
+            if (taken > 0) {
+                r.calls.len = 0;
+                nd_buf_append(&r.calls, split.calls.data, split.calls.len);
+                confidence = split.confidence;
+                if (r.calls.oom) taken = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory taking a second look");
+            }
+            if (taken < 0) {
+                nd_json_free(calls);
+                nd_buf_free(&r.reasoning);
+                nd_buf_free(&r.calls);
+                nd_grounding_free(&g);
+                nd_buf_free(&completed);
+                nd_split_answer_free(&split);
+                return taken;
             }
         }
         nd_json_free(calls);

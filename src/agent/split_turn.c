@@ -216,6 +216,7 @@ static int answer_other_object(needle_session *s, needle_session *scratch, const
             taken = 1;
             /* the calls in the request's order; the whole request's own call keeps its checks */
             const nd_json *first = o->value_first ? call : other, *second = o->value_first ? other : call;
+            out->calls.len = 0; /* (a cut tried before may have left its merged calls here) */
             nd_buf_putc(&out->calls, '[');
             nd_json_write(&out->calls, first, ascii);
             nd_buf_putc(&out->calls, ',');
