@@ -313,6 +313,8 @@ static void test_negation(void)
     free(u);
     CHECK(nd_request_negates("don't turn on the lights", NULL) == 1);
     CHECK(nd_request_negates("turn on the lights", NULL) == 0);
+    CHECK(nd_request_negates("Ok, I didn't ask you to get directions to Leeds", NULL) == 1);
+    CHECK(nd_request_negates("I did not ask for the lights", NULL) == 1);
     CHECK(nd_request_negates(NULL, NULL) == 0);
 }
 
