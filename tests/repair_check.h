@@ -79,6 +79,41 @@ static inline const char *demo_tools(void)
     return demo;
 }
 
+/* The envelope of one first request to a session of the bundled model with
+ * options so (tools_json NULL: the demo tools); needle_free it. */
+static inline char *first_envelope(needle_session_options so, const char *request)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "open: %s", err.message);
+    if (!m) return NULL;
+    if (!so.tools_json) so.tools_json = demo_tools();
+    needle_session *s = NULL;
+    char *env = NULL;
+    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
+    if (s) CHECKF(needle_session_send(s, request, &env, &err) == 0 && env, "send: %s", err.message);
+    needle_session_close(s);
+    needle_model_close(m);
+    return env;
+}
+
+/* Does opening a session of the bundled model with so (demo tools) fail
+ * with NEEDLE_EINVAL and a message naming `option`? */
+static inline int option_refused(needle_session_options so, const char *option)
+{
+    needle_model_options mo = {.threads = 1};
+    needle_model *m = NULL;
+    needle_error err = {0};
+    if (needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) != 0) return 0;
+    so.tools_json = demo_tools();
+    needle_session *s = NULL;
+    int refused = needle_session_open(m, &so, &s, &err) == NEEDLE_EINVAL && strstr(err.message, option) != NULL;
+    needle_session_close(s);
+    needle_model_close(m);
+    return refused;
+}
+
 /* Send the requests in turn to one session of the bundled model (tools NULL:
  * the demo tools; grounded as needle_session_options.grounded_decoding) and
  * return the last envelope (needle_free it), or NULL with a failed check. */

@@ -70,56 +70,34 @@ static void test_signs(void)
     SIGN("[{\"name\":\"nope\",\"arguments\":{}}]", "anything", 1);       /* an undeclared tool */
 }
 
-static char *send_first(int ask_again, const char *request, const char *tools)
-{
-    needle_model_options mo = {.threads = 1};
-    needle_model *m = NULL;
-    needle_error err = {0};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "open: %s", err.message);
-    if (!m) return NULL;
-    needle_session_options so = {.tools_json = tools ? tools : demo_tools(), .ask_again = ask_again};
-    needle_session *s = NULL;
-    char *env = NULL;
-    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
-    if (s) CHECKF(needle_session_send(s, request, &env, &err) == 0 && env, "send: %s", err.message);
-    needle_session_close(s);
-    needle_model_close(m);
-    return env;
-}
 
 static void test_bundled_model(void)
 {
     /* off: the model's own answer, no call */
-    char *off = send_first(-1, "kitchen lights off please", NULL);
+    char *off = first_envelope((needle_session_options){.ask_again = -1}, "kitchen lights off please");
     CHECKF(off && strstr(off, "\"function_calls\":[]") && strstr(off, "\"asked_again\":false"), "%s", off ? off : "(none)");
     needle_free(off);
     /* on (the default): asked again, and the answer taken */
-    char *on = send_first(0, "kitchen lights off please", NULL);
+    char *on = first_envelope((needle_session_options){0}, "kitchen lights off please");
     CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"on\":false}}]") &&
                strstr(on, "\"asked_again\":true") && strstr(on, "\"type\":\"call\""),
            "%s", on ? on : "(none)");
     needle_free(on);
     /* an invalid request asked again is still answered with no call */
-    char *eco = send_first(0, "thermostat to 20 degrees on eco mode", NULL);
+    char *eco = first_envelope((needle_session_options){0}, "thermostat to 20 degrees on eco mode");
     CHECKF(eco && strstr(eco, "\"function_calls\":[]") && strstr(eco, "\"asked_again\":false"), "%s", eco ? eco : "(none)");
     needle_free(eco);
     /* a request the model answers with a call is not asked again */
-    char *call = send_first(0, "turn off the kitchen lights", NULL);
+    char *call = first_envelope((needle_session_options){0}, "turn off the kitchen lights");
     CHECKF(call && strstr(call, "\"asked_again\":false"), "%s", call ? call : "(none)");
     needle_free(call);
 }
 
 static void test_bad_option(void)
 {
-    needle_model_options mo = {.threads = 1};
-    needle_model *m = NULL;
-    needle_error err = {0};
-    CHECK(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0);
-    if (!m) return;
-    needle_session *s = NULL;
-    needle_session_options bad = {.tools_json = demo_tools(), .ask_again = 2};
-    CHECK(needle_session_open(m, &bad, &s, &err) == NEEDLE_EINVAL && strstr(err.message, "ask_again"));
-    needle_model_close(m);
+    CHECK(option_refused((needle_session_options){.ask_again = 2}, "ask_again"));
+    CHECK(option_refused((needle_session_options){.ask_again = -2}, "ask_again"));
+    CHECK(!option_refused((needle_session_options){.ask_again = -1}, "ask_again"));
 }
 
 int main(void)

@@ -175,19 +175,7 @@ static void test_the_other_object_flanks_the_join(void)
 /* Through the public API, the bundled model on the demo tools. */
 static char *send_first(int split, const char *request)
 {
-    needle_model_options mo = {.threads = 1};
-    needle_model *m = NULL;
-    needle_error err = {0};
-    CHECKF(needle_model_open("models/needle-default.cact", NULL, &mo, &m, &err) == 0, "open: %s", err.message);
-    if (!m) return NULL;
-    needle_session_options so = {.tools_json = demo_tools(), .split_requests = split};
-    needle_session *s = NULL;
-    char *env = NULL;
-    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
-    if (s) CHECKF(needle_session_send(s, request, &env, &err) == 0 && env, "send: %s", err.message);
-    needle_session_close(s);
-    needle_model_close(m);
-    return env;
+    return first_envelope((needle_session_options){.split_requests = split}, request);
 }
 
 static void test_the_bundled_model_answers_in_parts(void)

@@ -238,3 +238,11 @@ int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char
     }
     return dropped;
 }
+
+int nd_object_put_json(nd_json *obj, const char *key, const char *text, size_t len)
+{
+    nd_json *value = NULL;
+    needle_error perr;
+    if (!text || nd_json_parse(text, len, NULL, &value, &perr)) return -1;
+    return nd_json_object_put(obj, key, value) ? -1 : 0;
+}

@@ -65,6 +65,11 @@ int nd_drop_near_duplicates(nd_json *calls);
  * were dropped. */
 int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char *ungrounded, const char *outside);
 
+/* Set obj's member key to the value the JSON text[0, len) holds (replaced,
+ * or appended).  Returns 0, or -1 when out of memory (or the text is not
+ * JSON). */
+int nd_object_put_json(nd_json *obj, const char *key, const char *text, size_t len);
+
 /* Does the schema's "pattern" accept text (ASCII)?  0 without a pattern. */
 int nd_pattern_accepts(const nd_json *schema, const char *text);
 

@@ -110,10 +110,7 @@ int nd_fix_said_flags(nd_json *calls, const nd_json *tools, const char *request,
         if (v < 0) continue;
         const nd_json *have = nd_json_get(c.args, c.props->keys[k]);
         if (have && have->type == (v ? ND_JSON_TRUE : ND_JSON_FALSE)) continue;
-        nd_json *value = NULL;
-        needle_error perr;
-        if (nd_json_parse(v ? "true" : "false", v ? 4 : 5, NULL, &value, &perr) ||
-            nd_json_object_put(c.args, c.props->keys[k], value)) {
+        if (nd_object_put_json(c.args, c.props->keys[k], v ? "true" : "false", v ? 4 : 5)) {
             err = 1;
             break;
         }

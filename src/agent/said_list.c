@@ -224,11 +224,8 @@ static int write_list(nd_json *args, const char *key, const nd_json *e, const in
         nd_json_write_string(&text, e->items[list[k]].str, e->items[list[k]].len, 0);
     }
     nd_buf_putc(&text, ']');
-    nd_json *value = NULL;
-    needle_error perr;
-    int rc = text.oom || nd_json_parse(text.data, text.len, NULL, &value, &perr) ? -1 : 0;
+    int rc = text.oom ? -1 : nd_object_put_json(args, key, text.data, text.len);
     nd_buf_free(&text);
-    if (rc == 0 && nd_json_object_put(args, key, value)) rc = -1;
     return rc;
 }
 

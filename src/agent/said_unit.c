@@ -113,11 +113,8 @@ static int set_string(nd_json *args, const char *key, const nd_json *value)
     nd_buf text;
     nd_buf_init(&text);
     nd_json_write_string(&text, value->str, value->len, 0);
-    nd_json *v = NULL;
-    needle_error perr;
-    int rc = text.oom || nd_json_parse(text.data, text.len, NULL, &v, &perr) ? -1 : 0;
+    int rc = text.oom ? -1 : nd_object_put_json(args, key, text.data, text.len);
     nd_buf_free(&text);
-    if (rc == 0 && nd_json_object_put(args, key, v)) rc = -1;
     return rc;
 }
 
