@@ -187,14 +187,6 @@ static int number_unused(const nd_json *calls, const char *request, const char (
     return 0;
 }
 
-static int required(const nd_json *params, const char *key)
-{
-    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
-    for (size_t i = 0; req && req->type == ND_JSON_ARRAY && i < req->count; i++)
-        if (req->items[i].type == ND_JSON_STRING && !strcmp(req->items[i].str, key)) return 1;
-    return 0;
-}
-
 int nd_refusal_signs(const nd_json *calls, const nd_json *tools, const char *request)
 {
     if (!calls || calls->type != ND_JSON_ARRAY || !request) return 1;
@@ -215,7 +207,7 @@ int nd_refusal_signs(const nd_json *calls, const nd_json *tools, const char *req
             if (v->type != ND_JSON_STRING || memchr(v->str, 0, v->len)) continue;
             if (nd_free_string_schema(schema))
                 sign = starts_capitalised(request, v->str, v->len) || function_word_value(v->str);
-            else if (choice_enum(schema) && required(params, args->keys[k])) {
+            else if (choice_enum(schema) && nd_schema_required(params, args->keys[k])) {
                 int said = nd_choice_said(request, v->str, v->len);
                 if (said < 0) sign = -1;
                 else sign = !said;

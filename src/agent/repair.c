@@ -27,6 +27,27 @@ int nd_repair_one_call(nd_json *calls, const nd_json *tools, nd_one_call *out)
     return 1;
 }
 
+int nd_schema_required(const nd_json *params, const char *key)
+{
+    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
+    for (size_t i = 0; req && req->type == ND_JSON_ARRAY && i < req->count; i++)
+        if (req->items[i].type == ND_JSON_STRING && !strcmp(req->items[i].str, key)) return 1;
+    return 0;
+}
+
+int nd_path_listed(const char *list, const char *tool, const char *key)
+{
+    if (!list) return 0;
+    nd_buf p;
+    nd_buf_init(&p);
+    nd_buf_putc(&p, '"');
+    nd_buf_printf(&p, "%s.%s", tool, key);
+    nd_buf_putc(&p, '"');
+    int listed = p.data && strstr(list, p.data) != NULL; /* (names with '"' never match: fine) */
+    nd_buf_free(&p);
+    return listed;
+}
+
 void nd_repair_note(nd_buf *paths, int *n_paths, const char *tool, const char *key)
 {
     nd_buf p;
@@ -203,14 +224,6 @@ int nd_drop_near_duplicates(nd_json *calls)
     return dropped;
 }
 
-static int required_key(const nd_json *params, const char *key)
-{
-    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
-    for (size_t i = 0; req && req->type == ND_JSON_ARRAY && i < req->count; i++)
-        if (req->items[i].type == ND_JSON_STRING && !strcmp(req->items[i].str, key)) return 1;
-    return 0;
-}
-
 int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char *ungrounded, const char *outside)
 {
     int dropped = 0;
@@ -220,15 +233,9 @@ int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char
         if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
         const nd_json *params = nd_tool_parameters(tools, name->str);
         for (size_t k = 0; params && k < args->count;) {
-            nd_buf p;
-            nd_buf_init(&p);
-            nd_buf_putc(&p, '"');
-            nd_buf_printf(&p, "%s.%s", name->str, args->keys[k]);
-            nd_buf_putc(&p, '"');
-            int flagged = p.data && strstr(ungrounded, p.data) != NULL; /* (names with '"' never match: fine) */
-            int bent = p.data && outside && strstr(outside, p.data) != NULL;
-            nd_buf_free(&p);
-            if (flagged && !bent && !required_key(params, args->keys[k])) {
+            const char *key = args->keys[k];
+            if (nd_path_listed(ungrounded, name->str, key) && !nd_path_listed(outside, name->str, key) &&
+                !nd_schema_required(params, key)) {
                 nd_json_object_remove(args, k);
                 dropped++;
             } else {

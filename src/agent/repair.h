@@ -20,6 +20,13 @@ typedef struct {
 } nd_one_call;
 int nd_repair_one_call(nd_json *calls, const nd_json *tools, nd_one_call *out);
 
+/* Is key listed in the schema's "required" array? */
+int nd_schema_required(const nd_json *params, const char *key);
+
+/* Does the JSON array of "tool.key" strings `list` (the grounding checks'
+ * text; NULL: none) hold exactly "tool.key"? */
+int nd_path_listed(const char *list, const char *tool, const char *key);
+
 /* Append "tool.key" to the JSON array being built in *paths ('[' before the
  * first entry, ',' before the others; *n_paths counts them, the caller
  * closes the list). */

@@ -103,14 +103,6 @@ static int inside_call_values(const nd_json *args, const char *value, size_t n)
     return 0;
 }
 
-static int required(const nd_json *params, const char *key)
-{
-    const nd_json *req = params ? nd_json_get(params, "required") : NULL;
-    for (size_t i = 0; req && req->type == ND_JSON_ARRAY && i < req->count; i++)
-        if (req->items[i].type == ND_JSON_STRING && strcmp(req->items[i].str, key) == 0) return 1;
-    return 0;
-}
-
 /* The one value of a string enum the request says, or NULL (none, several,
  * or not a plain string enum).  *err on out of memory. */
 static const nd_json *said_value(const nd_json *schema, const words *request, int *err)
@@ -143,7 +135,7 @@ int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *reques
     int added = 0, err = 0;
     for (size_t k = 0; k < props->count && !err; k++) {
         const char *key = props->keys[k];
-        if (memchr(key, 0, props->key_lens[k]) || nd_json_get(args, key) || required(params, key)) continue;
+        if (memchr(key, 0, props->key_lens[k]) || nd_json_get(args, key) || nd_schema_required(params, key)) continue;
         const nd_json *v = said_value(&props->items[k], &req, &err);
         if (!v) continue;
         int inside = inside_call_values(args, v->str, v->len);
@@ -246,7 +238,7 @@ int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *req
         const nd_json *v = &c.args->items[k], *schema = nd_json_get(c.props, c.args->keys[k]);
         const nd_json *t = schema ? nd_json_get(schema, "type") : NULL, *e = schema ? nd_json_get(schema, "enum") : NULL;
         int choice = v->type == ND_JSON_STRING && !memchr(v->str, 0, v->len) && t && t->type == ND_JSON_STRING &&
-                     !strcmp(t->str, "string") && e && !required(c.params, c.args->keys[k]);
+                     !strcmp(t->str, "string") && e && !nd_schema_required(c.params, c.args->keys[k]);
         int said = choice ? says_generously(&req, v->str, v->len) : 1;
         if (said < 0) {
             free(req.low);

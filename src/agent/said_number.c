@@ -213,14 +213,7 @@ int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request
     size_t key = 0;
     for (size_t k = 0; k < args->count; k++) {
         if (args->items[k].type != ND_JSON_NUMBER) continue;
-        nd_buf p;
-        nd_buf_init(&p);
-        nd_buf_putc(&p, '"');
-        nd_buf_printf(&p, "%s.%s", tool, args->keys[k]);
-        nd_buf_putc(&p, '"');
-        int flagged = p.data && strstr(ungrounded, p.data) != NULL; /* (names with '"' never match: fine) */
-        nd_buf_free(&p);
-        if (!flagged) continue;
+        if (!nd_path_listed(ungrounded, tool, args->keys[k])) continue;
         if (slot) return 0; /* two numbers not said */
         slot = &args->items[k];
         key = k;
