@@ -91,6 +91,75 @@ static void test_other_lists(void)
     LISTS("[]", "avoid tolls", "[]|[]");
 }
 
+/* The calls after nd_drop_unsaid_lists, and how many it removed ("calls|n"). */
+static const char *after_drop(const char *calls_json, const char *request)
+{
+    static char out[1024];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
+        int n = nd_drop_unsaid_lists(calls, tools, request);
+        nd_buf b;
+        nd_buf_init(&b);
+        nd_json_write(&b, calls, 0);
+        if (b.data) snprintf(out, sizeof out, "%s|%d", b.data, n);
+        nd_buf_free(&b);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define DROP(calls, req, want) CHECKF(strcmp(after_drop(calls, req), want) == 0, "%s -> %s", req, after_drop(calls, req))
+/* left as it is: the same calls back, none removed */
+static int kept(const char *calls, const char *req)
+{
+    char want[1024];
+    snprintf(want, sizeof want, "%s|0", calls);
+    return strcmp(after_drop(calls, req), want) == 0;
+}
+#define KEEP(calls, req) CHECKF(kept(calls, req), "%s -> %s", req, after_drop(calls, req))
+
+/* An optional list none of whose items the request says is removed; one it says (in any of
+ * the ways above) is kept, and so is a required one. */
+static void test_unsaid_list_dropped(void)
+{
+    const char *pay = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"20:45\",\"label\":\"pay rent\",\"days\":[\"Saturday\"]}}]";
+    DROP(pay, "alright, set the alarm titled \"pay rent\", at 8.45pm asap",
+         "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"20:45\",\"label\":\"pay rent\"}}]|1");
+    KEEP(pay, "pay rent alarm at 8.45pm on Saturdays");
+    const char *week = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"15:30\",\"days\":[\"Monday\",\"Tuesday\"]}}]";
+    KEEP(week, "alarm at 3:30pm on weekdays");
+    KEEP(week, "alarm at 3:30pm Monday to Wednesday"); /* said, if not as written: said_list's job */
+    DROP(week, "alarm at 3:30pm", "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"15:30\"}}]|1");
+    /* a day inside the call's own label says no day */
+    DROP("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"09:00\",\"label\":\"Monday blues\",\"days\":[\"Monday\"]}}]",
+         "alarm at 9 called Monday blues",
+         "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"09:00\",\"label\":\"Monday blues\"}}]|1");
+    /* other lists; a free list (no enum) is not read; two calls are left alone */
+    DROP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"Harrow Lane\",\"avoid\":[\"ferries\"],\"tags\":[\"x\"]}}]",
+         "directions to Harrow Lane",
+         "[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"Harrow Lane\",\"tags\":[\"x\"]}}]|1");
+    KEEP("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"09:00\",\"days\":[\"Monday\"]}},"
+         "{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"10:00\",\"days\":[\"Monday\"]}}]",
+         "alarms at 9 and 10");
+    /* required lists stay */
+    static const char *req_tools =
+        "[{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"days\":{\"type\":\"array\","
+        "\"items\":{\"type\":\"string\",\"enum\":[\"Monday\",\"Friday\"]}}},\"required\":[\"days\"]}}]";
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    const char *c = "[{\"name\":\"f\",\"arguments\":{\"days\":[\"Monday\"]}}]";
+    if (nd_json_parse(c, strlen(c), NULL, &calls, &err) == 0 && nd_json_parse(req_tools, strlen(req_tools), NULL, &tools, &err) == 0)
+        CHECKF(nd_drop_unsaid_lists(calls, tools, "do it") == 0, "a required list was dropped");
+    else
+        CHECKF(0, "parse: %s", err.message);
+    nd_json_free(calls);
+    nd_json_free(tools);
+}
+
 /* Through the public API: whatever time the model writes, one set_alarm call gets the weekdays. */
 static void test_bundled_model_days(void)
 {
@@ -107,6 +176,7 @@ int main(void)
 {
     RUN(test_days_said);
     RUN(test_other_lists);
+    RUN(test_unsaid_list_dropped);
     RUN(test_bundled_model_days);
     return check_summary();
 }

@@ -256,3 +256,32 @@ int nd_fix_said_lists(nd_json *calls, const nd_json *tools, const char *request,
     free(r);
     return paths->oom ? -1 : changed;
 }
+
+int nd_drop_unsaid_lists(nd_json *calls, const nd_json *tools, const char *request)
+{
+    nd_one_call c;
+    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
+    request_words *r = malloc(sizeof *r);
+    if (!r) return -1;
+    r->n = nd_lower_words(request, r->w, r->ends, MAX_WORDS);
+    int dropped = 0;
+    for (size_t k = 0; k < c.args->count;) {
+        const char *key = c.args->keys[k];
+        const nd_json *e = list_enum(nd_json_get(c.props, key));
+        int list[MAX_ITEMS];
+        int unsaid = e && c.args->items[k].type == ND_JSON_ARRAY && !nd_schema_required(c.params, key);
+        if (unsaid) {
+            memset(r->taken, 0, sizeof r->taken);
+            mark_taken(r, c.args, k);
+            unsaid = items_said(request, r, e, list) == 0;
+        }
+        if (unsaid) {
+            nd_json_object_remove(c.args, k);
+            dropped++;
+        } else {
+            k++;
+        }
+    }
+    free(r);
+    return dropped;
+}

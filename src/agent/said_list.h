@@ -39,4 +39,13 @@
  * said_choice.h).  Returns the number changed, or -1 when out of memory. */
 int nd_fix_said_lists(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
 
+/* An optional list argument of that kind none of whose items the request
+ * says (by the same reading: words, plurals, weekday sets and ranges; words
+ * inside the call's other string values do not count) is made up: it is
+ * removed from the one call ("set the alarm titled pay rent at 8.45pm" ->
+ * no "days": ["Saturday"]), as said_choice.h drops an optional choice never
+ * said.  Returns how many were removed (not listed anywhere), or -1 when out
+ * of memory. */
+int nd_drop_unsaid_lists(nd_json *calls, const nd_json *tools, const char *request);
+
 #endif

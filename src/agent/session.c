@@ -664,7 +664,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int u = f < 0 ? -1 : nd_fix_said_units(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* an optional choice the request never says is dropped (said_choice.h) */
                 int un = u < 0 ? -1 : nd_drop_unsaid_choices(calls, s->tools, s->last_request);
-                int c = un < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
+                /* and an optional list none of whose items it says (said_list.h) */
+                int ul = un < 0 ? -1 : nd_drop_unsaid_lists(calls, s->tools, s->last_request);
+                int c = ul < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* a duration or volume in the argument's unit (said_quantity.h); one the
                  * schema refuses is a value outside the schema, as a bent one */
                 char outside[260];
@@ -675,10 +677,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int dec = q < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
                 int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
-                changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || c < 0 || q < 0 ||
-                                  dec < 0 || e < 0
+                changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||
+                                  c < 0 || q < 0 || dec < 0 || e < 0
                               ? -1
-                              : near + a + t + p + l + b + li + f + u + un + c + q + dec + e;
+                              : near + a + t + p + l + b + li + f + u + un + ul + c + q + dec + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);

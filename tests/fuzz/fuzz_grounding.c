@@ -121,6 +121,13 @@ static void check_settings(nd_json *wide, const nd_json *tools, const char *requ
     if (unsaid < 0 || (unsaid > 0 && (members < (size_t)unsaid ||
                                       nd_json_get(&wide->items[0], "arguments")->count != members - (size_t)unsaid)))
         abort();
+    /* and an optional list never said: the same */
+    members -= (size_t)unsaid;
+    int unsaid_lists = nd_drop_unsaid_lists(wide, tools, request);
+    if (unsaid_lists < 0 ||
+        (unsaid_lists > 0 && (members < (size_t)unsaid_lists ||
+                              nd_json_get(&wide->items[0], "arguments")->count != members - (size_t)unsaid_lists)))
+        abort();
     /* near copies dropped: never the first call, the rest still calls */
     size_t n_before = wide->type == ND_JSON_ARRAY ? wide->count : 0;
     int dropped = nd_drop_near_duplicates(wide);
