@@ -97,6 +97,72 @@ static void test_calls_repaired(void)
           "[{\"name\":\"set_alarm\",\"arguments\":{\"label\":\"7\"}}]|[]");
 }
 
+/* The "tool.key" nd_clock_time_outside names for calls and request ("" for none). */
+static const char *outside_of(const char *calls_json, const char *request)
+{
+    static char out[260];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
+        nd_buf before;
+        nd_buf_init(&before);
+        nd_json_write(&before, calls, 0);
+        int r = nd_clock_time_outside(calls, tools, request, out, sizeof out);
+        nd_buf after;
+        nd_buf_init(&after);
+        nd_json_write(&after, calls, 0);
+        if (r != (out[0] != '\0') || !before.data || !after.data || strcmp(before.data, after.data))
+            snprintf(out, sizeof out, "(changed the calls, or returned %d with that name)", r);
+        nd_buf_free(&before);
+        nd_buf_free(&after);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define OUTSIDE(calls, req, want) CHECKF(strcmp(outside_of(calls, req), want) == 0, "%s -> %s", req, outside_of(calls, req))
+
+/* A clock time that does not exist is a value outside the schema, whatever time the model wrote. */
+static void test_impossible_times(void)
+{
+    CHECK(nd_clock_time_impossible("alarm at 7:75"));
+    CHECK(nd_clock_time_impossible("set an alarm at 31:15 on Tuesdays"));
+    CHECK(nd_clock_time_impossible("adjust the alarm at 13:60?"));
+    CHECK(nd_clock_time_impossible("wake me up at 31 o'clock"));
+    CHECK(nd_clock_time_impossible("alarm at 7.75 pm"));
+    CHECK(nd_clock_time_impossible("alarm at 8.61"));
+    /* times that exist, amounts, and numbers that are no times */
+    CHECK(!nd_clock_time_impossible("alarm at 7:45"));
+    CHECK(!nd_clock_time_impossible("alarm at 23:59 and 0:00"));
+    CHECK(!nd_clock_time_impossible("it cost 18.75 euros"));
+    CHECK(!nd_clock_time_impossible("send $12:99 to Ana"));
+    CHECK(!nd_clock_time_impossible("wake me at 24 o'clock"));
+    CHECK(!nd_clock_time_impossible("a 1.5 hour nap"));
+    CHECK(!nd_clock_time_impossible(""));
+    CHECK(!nd_clock_time_impossible(NULL));
+    const char *c = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:07\"}}]";
+    OUTSIDE(c, "alarm at 7:75", "set_alarm.time");
+    OUTSIDE(c, "alarm at 7:07", "");
+    /* a time argument without a pattern, two calls, or no HH:MM value: nothing named */
+    OUTSIDE("[{\"name\":\"free\",\"arguments\":{\"time\":\"07:07\"}}]", "alarm at 7:75", "");
+    OUTSIDE("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:07\"}},{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"08:00\"}}]",
+            "alarms at 7:75 and 8:00", "");
+    OUTSIDE("[{\"name\":\"set_alarm\",\"arguments\":{\"label\":\"x\"}}]", "alarm at 7:75", "");
+}
+
+/* Through the public API: the request is answered with no call, the model's call withheld. */
+static void test_bundled_model_impossible_time(void)
+{
+    const char *req[] = {"alarm at 7:75"};
+    char *env = bundled_envelope(NULL, NULL, 0, req, 1);
+    CHECKF(env && strstr(env, "\"function_calls\":[]") && strstr(env, "\"out_of_schema\":[\"set_alarm.time\"]"), "%s",
+           env ? env : "(none)");
+    needle_free(env);
+}
+
 static void test_bundled_model_time_is_read(void)
 {
     const char *req[] = {"wake me at quarter to nine in the evening"};
@@ -110,6 +176,8 @@ int main(void)
     RUN(test_times_read);
     RUN(test_what_is_not_guessed);
     RUN(test_calls_repaired);
+    RUN(test_impossible_times);
+    RUN(test_bundled_model_impossible_time);
     RUN(test_bundled_model_time_is_read);
     return check_summary();
 }

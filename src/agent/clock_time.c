@@ -322,3 +322,39 @@ int nd_fix_clock_time(nd_json *calls, const nd_json *tools, const char *request,
     nd_repair_note(paths, n_paths, c.tool, c.args->keys[key]);
     return paths->oom ? -1 : 1;
 }
+
+int nd_clock_time_impossible(const char *request)
+{
+    if (!request) return 0;
+    token t[MAX_TOKENS];
+    int n = tokenize(request, t, MAX_TOKENS);
+    for (int i = 0; i < n; i++) {
+        if (t[i].kind == T_CLOCK && !t[i].after_money && (t[i].value > 23 || t[i].minutes > 59)) {
+            /* H.MM only as a time: "at" before it or am/pm after it (not 18.75 euros) */
+            if (!t[i].dot || is_word(t, i - 1, n, "at") || am_pm_at(t, i + 1, n)) return 1;
+        }
+        /* "31 o'clock": an hour no clock has */
+        if (t[i].kind == T_NUM && !t[i].after_money && t[i].value > 24 && is_word(t, i + 1, n, "o'clock")) return 1;
+    }
+    return 0;
+}
+
+int nd_clock_time_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside,
+                          size_t outside_size)
+{
+    nd_one_call c;
+    if (outside_size) outside[0] = '\0';
+    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
+    size_t key = 0;
+    int slots = 0;
+    for (size_t k = 0; k < c.args->count; k++)
+        if (hh_mm(&c.args->items[k])) {
+            slots++;
+            key = k;
+        }
+    if (slots != 1) return 0;
+    const nd_json *schema = nd_json_get(c.props, c.args->keys[key]);
+    if (!schema || !nd_json_get(schema, "pattern") || !nd_clock_time_impossible(request)) return 0;
+    snprintf(outside, outside_size, "%s.%s", c.tool, c.args->keys[key]);
+    return 1;
+}

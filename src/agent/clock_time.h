@@ -37,4 +37,19 @@ int nd_clock_time_said(const char *request);
  * Returns 1 when the call changed, 0 when not, -1 when out of memory. */
 int nd_fix_clock_time(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
 
+/* Does the request say a clock time that does not exist: H:MM with an hour
+ * above 23 or minutes above 59 ("7:75", "31:15", "13:60"; H.MM only with "at"
+ * before it or am/pm after it, never after a currency sign), or "N o'clock"
+ * with N above 24?  1 or 0. */
+int nd_clock_time_impossible(const char *request);
+
+/* A request to set a time that does not exist asks for a value outside the
+ * schema (the behaviour contract's "invalid": no call), whatever valid time
+ * the model wrote instead ("7:75" -> "07:07").  In a turn with one call whose
+ * one HH:MM argument has a `pattern`, when the request says such a time, its
+ * "tool.key" is written to outside[0..outside_size) and 1 returned; else
+ * outside is "" and 0 returned.  The calls are not changed. */
+int nd_clock_time_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside,
+                          size_t outside_size);
+
 #endif

@@ -673,6 +673,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int q = c < 0 ? -1 : nd_fix_said_quantity(calls, s->tools, s->last_request, &completed, &n_completed,
                                                           outside, sizeof outside);
                 if (outside[0] && !bent[0]) memcpy(bent, outside, sizeof outside);
+                /* a clock time that does not exist ("7:75") is one too (clock_time.h) */
+                if (q >= 0 && !bent[0] && nd_clock_time_outside(calls, s->tools, s->last_request, outside, sizeof outside))
+                    memcpy(bent, outside, sizeof outside);
                 /* a decimal cut to its whole part (said_number.h) */
                 int dec = q < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */

@@ -170,6 +170,10 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (said < -1 || said >= 24 * 60) abort();
     int timed = nd_fix_clock_time(wide, tools, request, &paths, &np);
     if (timed < 0 || np != n + added + timed || (timed && said < 0)) abort();
+    char outside[260];
+    int impossible = nd_clock_time_outside(wide, tools, request, outside, sizeof outside);
+    if (impossible != (outside[0] != '\0') || (impossible && (!nd_clock_time_impossible(request) || !strchr(outside, '.'))))
+        abort(); /* a "tool.key", only for a request saying a time that does not exist */
     double nums[32];
     int n_nums = nd_numbers_said(request, nums, 32);
     if (n_nums < 0 || n_nums > 32) abort();
