@@ -11,6 +11,7 @@
 #include "check.h"
 #include "repair_check.h"
 #include "core/json.h"
+#include "agent/said_number.h"
 #include "needle.h"
 
 static const char *TOOLS =
@@ -196,6 +197,27 @@ static void test_numbers_said_outside_the_schema(void)
     nd_json_free(tools);
     /* no bounds in the schema: nothing is outside */
     EXPECT_OUT_OF_RANGE("[{\"name\":\"set_timer\",\"arguments\":{\"minutes\":5}}]", "timer for 500 minutes", "[]");
+    /* the argument left out (or its number written without the sign) while the request sets it,
+     * next to its name, to a value the schema refuses */
+    const char *vol = "[{\"name\":\"set_volume\",\"arguments\":{}}]";
+    EXPECT_OUT_OF_RANGE(vol, "put the level at 150 percent", "[\"set_volume.level\"]");
+    EXPECT_OUT_OF_RANGE(vol, "200% level asap", "[\"set_volume.level\"]");
+    EXPECT_OUT_OF_RANGE("[{\"name\":\"set_volume\",\"arguments\":{\"level\":10}}]", "level -10 please",
+                        "[\"set_volume.level\"]");
+    EXPECT_OUT_OF_RANGE(vol, "level to 40", "[]");                 /* inside the bounds */
+    EXPECT_OUT_OF_RANGE(vol, "volume to 150 in the kitchen", "[]"); /* the name "level" not said */
+    EXPECT_OUT_OF_RANGE(vol, "level 7-10, and then about 150 guests", "[]"); /* a range, and a number far away */
+    EXPECT_OUT_OF_RANGE(vol, "level at 12:30", "[]");              /* a time, not a number */
+    EXPECT_OUT_OF_RANGE("[{\"name\":\"set_volume\",\"arguments\":{}},{\"name\":\"set_volume\",\"arguments\":{}}]",
+                        "level 150 and level 200", "[]");         /* two calls: whose number? */
+    /* the numbers read next to a name */
+    double near[8];
+    CHECK(nd_numbers_near_key("brightness to 101 percent", "brightness", near, 8) == 1 && near[0] == 101);
+    CHECK(nd_numbers_near_key("set it to -10% brightness", "brightness", near, 8) == 1 && near[0] == -10);
+    CHECK(nd_numbers_near_key("fan speed 3", "fan_speed", near, 8) == 1 && near[0] == 3);
+    CHECK(nd_numbers_near_key("on the 14th, brightness 2,500 at 7:30 from 2026-07-01", "brightness", near, 8) == 0);
+    CHECK(nd_numbers_near_key("nothing here", "brightness", near, 8) == 0);
+    CHECK(nd_numbers_near_key("brightness 5 6 7 8 9", "brightness", near, 2) == 2);
 }
 
 /* The missing list for calls under tools PH_TOOLS. */

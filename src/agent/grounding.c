@@ -719,6 +719,35 @@ int nd_request_negates(const char *request, const nd_json *calls)
     return neg;
 }
 
+/* A bounded number argument the request sets, next to its name, to a value
+ * the schema refuses, while the call leaves the argument out or writes the
+ * number without its sign: "brightness to 101 percent" answered with no
+ * brightness, "-10% brightness" with 10 (the call alone; a one-call turn). */
+static int said_outside_near_name(const char *request, const nd_json *args, const nd_json *params, const char *tool,
+                                  nd_grounding *g)
+{
+    const nd_json *props = nd_json_get(params, "properties");
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++) {
+        const nd_json *schema = &props->items[k], *t = nd_json_get(schema, "type");
+        if (!t || t->type != ND_JSON_STRING || (strcmp(t->str, "integer") && strcmp(t->str, "number")) ||
+            nd_json_get(schema, "enum") || nd_json_get(schema, "const") || memchr(props->keys[k], 0, props->key_lens[k]))
+            continue;
+        const nd_json *have = nd_json_get(args, props->keys[k]);
+        if (have && have->type != ND_JSON_NUMBER) continue;
+        double near[16];
+        int n = nd_numbers_near_key(request, props->keys[k], near, 16);
+        if (n < 0) return -1;
+        for (int i = 0; i < n; i++)
+            if (nd_schema_bounds_refuse(schema, near[i]) && (!have || (have->num != near[i] && fabs(have->num) == fabs(near[i])))) {
+                char path[260];
+                snprintf(path, sizeof path, "%s.%s", tool, props->keys[k]);
+                add_path(&g->out_of_schema, &g->n_out_of_schema, path); /* (each path once) */
+                break;
+            }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ the check */
 
 int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *heard_text, const char *request,
@@ -741,6 +770,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
         const nd_json *params = nd_tool_parameters(tools, name->str);
         walk(&w, args, params, name->str);
         placeholders(g, args, params, name->str);
+        if (request && calls->count == 1 && said_outside_near_name(request, args, params, name->str, g)) rc = NEEDLE_ENOMEM;
     }
     if (!rc) {
         nd_buf_puts(&g->ungrounded, g->n_ungrounded ? "]" : "[]");

@@ -312,3 +312,76 @@ int nd_fix_said_decimal(nd_json *calls, const nd_json *tools, const char *reques
     }
     return paths->oom ? -1 : changed;
 }
+
+/* One token of a request for nd_numbers_near_key: a lowered word, or a number
+ * in digits with its sign. */
+typedef struct {
+    char word[16]; /* "" for a number */
+    double num;
+} near_token;
+
+#define NEAR_TOKENS 256
+#define NEAR_SPAN 3 /* words between an argument's name and its number, at most */
+
+static int near_tokens(const char *s, near_token *t, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; s[i] && n < cap;) {
+        if (is_digit(s[i])) {
+            char *end = NULL;
+            double v = strtod(s + i, &end);
+            size_t j = (size_t)(end - s);
+            /* "-10" at the start of a word is negative; "7-10" is a range */
+            if (i > 0 && s[i - 1] == '-' && (i == 1 || s[i - 2] == ' ')) v = -v;
+            /* "7:30", "2026-07-01", "14th", "1,867": not a plain number, and not read */
+            if (s[j] == ':' || (s[j] == '-' && is_digit(s[j + 1])) || is_alpha(s[j]) || (s[j] == ',' && is_digit(s[j + 1]))) {
+                while (s[j] && (is_digit(s[j]) || is_alpha(s[j]) || s[j] == ':' || s[j] == '-' || s[j] == ',' || s[j] == '.')) j++;
+                memcpy(t[n].word, "#", 2); /* a token all the same: it keeps the distances */
+                t[n++].num = 0;
+                i = j;
+                continue;
+            }
+            t[n].word[0] = '\0';
+            t[n++].num = v;
+            i = j;
+        } else if (is_alpha(s[i])) {
+            size_t k = 0;
+            while (is_alpha(s[i])) {
+                if (k + 1 < sizeof t[n].word) t[n].word[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+                i++;
+            }
+            t[n].word[k] = '\0';
+            t[n++].num = 0;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
+int nd_numbers_near_key(const char *request, const char *key, double *out, int cap)
+{
+    if (!request || !key) return 0;
+    near_token *t = malloc(sizeof *t * NEAR_TOKENS);
+    if (!t) return -1;
+    int n = near_tokens(request, t, NEAR_TOKENS), found = 0;
+    /* the key's words of four letters or more ("brightness", "fan_speed" -> "speed") */
+    for (const char *k = key; *k && found < cap;) {
+        while (*k && !is_alpha(*k)) k++;
+        char kw[16];
+        size_t m = 0;
+        while (is_alpha(*k)) {
+            if (m + 1 < sizeof kw) kw[m++] = (char)(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k);
+            k++;
+        }
+        kw[m] = '\0';
+        if (m < 4) continue;
+        for (int i = 0; i < n && found < cap; i++) {
+            if (strcmp(t[i].word, kw)) continue;
+            for (int j = i - NEAR_SPAN; j <= i + NEAR_SPAN && found < cap; j++)
+                if (j >= 0 && j < n && j != i && !t[j].word[0]) out[found++] = t[j].num;
+        }
+    }
+    free(t);
+    return found;
+}

@@ -59,4 +59,12 @@ int nd_fix_said_number(nd_json *calls, const nd_json *tools, const char *request
  * when out of memory. */
 int nd_fix_said_decimal(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
 
+/* The numbers in digits `request` says within three words of a word of
+ * `key` (its words of four letters or more, ASCII case ignored: "brightness"
+ * for "brightness", "speed" for "fan_speed"), with their sign ("-10" at the
+ * start of a word is negative; times, dates, ordinals and "1,867" are not
+ * read): "brightness to 101 percent" -> 101, "200% brightness" -> 200.  At
+ * most cap into out; returns how many, or -1 when out of memory. */
+int nd_numbers_near_key(const char *request, const char *key, double *out, int cap);
+
 #endif

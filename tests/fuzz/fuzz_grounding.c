@@ -174,6 +174,11 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     int impossible = nd_clock_time_outside(wide, tools, request, outside, sizeof outside);
     if (impossible != (outside[0] != '\0') || (impossible && (!nd_clock_time_impossible(request) || !strchr(outside, '.'))))
         abort(); /* a "tool.key", only for a request saying a time that does not exist */
+    double near[8];
+    int n_near = nd_numbers_near_key(request, "brightness_level", near, 8);
+    if (n_near < 0 || n_near > 8) abort();
+    for (int i = 0; i < n_near; i++)
+        if (near[i] != near[i]) abort(); /* never NaN */
     double nums[32];
     int n_nums = nd_numbers_said(request, nums, 32);
     if (n_nums < 0 || n_nums > 32) abort();
