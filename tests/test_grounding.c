@@ -272,6 +272,17 @@ static void test_placeholder_values_are_missing(void)
     EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"den\",\"scene\":\"den\",\"mode\":\"dim\"}}]", "[]");
     /* an undeclared tool has no required keys to check */
     EXPECT_MISSING("[{\"name\":\"undeclared\",\"arguments\":{\"room\":\"undeclared\"}}]", "[]");
+    /* words with no value of their own ("switch off the lights now" -> room "off") */
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"off\",\"mode\":\"dim\"}}]", "[\"set_lights.room\"]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"for me\",\"mode\":\"dim\"}}]", "[\"set_lights.room\"]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"at 6\",\"mode\":\"dim\"}}]", "[\"set_lights.room\"]");
+    EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"Off Broadway studio\",\"mode\":\"dim\"}}]", "[]");
+    /* another required value padded with such words and the tool's name */
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Heroes to the playlist\",\"playlist\":\"Heroes\"}}]",
+                   "[\"add_to_playlist.track\"]");
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Heroes Forever\",\"playlist\":\"Heroes\"}}]", "[]");
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Road Trip Heroes\",\"playlist\":\"Road Trip Heroes\"}}]",
+                   "[\"add_to_playlist.track\",\"add_to_playlist.playlist\"]");
 }
 
 static void test_times(void)

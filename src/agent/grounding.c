@@ -628,11 +628,57 @@ static int names_the_tool(const char *tool, const char *word, size_t n)
     return 0;
 }
 
+/* Words that carry no value of their own: the function words above, and
+ * "off", "up", "down", "so", "if", "then" ("room": "off"). */
+static int no_value_word(const char *w)
+{
+    static const char *const MORE[] = {"off", "up", "down", "so", "if", "then", NULL};
+    for (const char *const *f = MORE; *f; f++)
+        if (!strcmp(w, *f)) return 1;
+    return function_word(w, strlen(w));
+}
+
+/* Is w (lowered) a word of the tool's name, a plural s ignored? */
+static int tool_word(const char *tool, const char *w) { return names_the_tool(tool, w, strlen(w)); }
+
+/* A value made only of function words ("off", "you", "for me"), or of another
+ * required value padded with function words and words of the tool's name
+ * ("the message to Patience Olawale" beside a recipient "Patience Olawale"
+ * for send_message)?  Digits are not words here: "at 6" is function words. */
+static int padding_only(const char *tool, const nd_json *v, const nd_json *req, const nd_json *args)
+{
+    char w[16][16], o[16][16];
+    int n = nd_lower_words(v->str, w, NULL, 16), content = 0;
+    if (n == 0 || n == 16) return 0;
+    for (int i = 0; i < n; i++) content += !no_value_word(w[i]);
+    if (content == 0) return 1;
+    for (size_t r = 0; r < req->count; r++) {
+        const nd_json *x = req->items[r].type == ND_JSON_STRING ? nd_json_get(args, req->items[r].str) : NULL;
+        if (!x || x == v || x->type != ND_JSON_STRING || memchr(x->str, 0, x->len)) continue;
+        int m = nd_lower_words(x->str, o, NULL, 16), padded = 0, inside = 1;
+        if (m == 0 || m == 16) continue;
+        for (int i = 0; i < n && inside; i++) {
+            if (no_value_word(w[i]) || tool_word(tool, w[i])) {
+                padded = 1;
+                continue;
+            }
+            int found = 0;
+            for (int j = 0; j < m && !found; j++) found = !strcmp(w[i], o[j]);
+            inside = found;
+        }
+        if (inside && padded) return 1;
+    }
+    return 0;
+}
+
 /* A required free-text argument the model filled with a placeholder: a word
  * of the tool's own name ("room": "lights" for set_lights, "blinds" for
  * set_blinds) or the same string as another required argument ("track" and
  * "playlist" both "Heroes"; an optional argument that repeats a required one,
- * "name" and "company" both "Leigh", says nothing about the required one).
+ * "name" and "company" both "Leigh", says nothing about the required one),
+ * words with no value of their own ("room": "off", "query": "you"), or
+ * another required value padded with such words and the tool's name ("text":
+ * "the message to Patience Olawale" beside that recipient).
  * The request gave no value for it, and the model wrote the nearest words
  * instead; the behaviour contract answers a required value not given with no
  * call ("missing"). */
@@ -648,7 +694,8 @@ static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *pa
         if (schema && (nd_json_get(schema, "enum") || nd_json_get(schema, "const") || nd_json_get(schema, "pattern") ||
                        nd_json_get(schema, "format")))
             continue; /* a closed or formatted string is not a copy */
-        int placeholder = !memchr(v->str, ' ', v->len) && names_the_tool(tool, v->str, v->len);
+        int placeholder = (!memchr(v->str, ' ', v->len) && names_the_tool(tool, v->str, v->len)) ||
+                          padding_only(tool, v, req, args);
         for (size_t o = 0; o < req->count && !placeholder; o++) {
             const nd_json *x = req->items[o].type == ND_JSON_STRING ? nd_json_get(args, req->items[o].str) : NULL;
             placeholder = x && x != v && x->type == ND_JSON_STRING && x->len == v->len && !memcmp(x->str, v->str, v->len);
