@@ -1,35 +1,61 @@
 #!/bin/sh
-# Run every test binary in BUILD/tests and every tests/cli/test_*.sh script (from the
-# repository root) and the Python
+# Run every test binary in BUILD/tests (NEEDLE_TEST_JOBS at a time) and every
+# tests/cli/test_*.sh script (from the repository root) and the Python
 # oracle tests when their packages are installed; print one closing line
 # "N passed, N failed" and exit non-zero if anything failed or crashed.
 BUILD=${1:-build}
 passed=0
 failed=0
-# C test binaries, then the CLI scripts (tests/cli/test_*.sh, given the build directory)
-for t in "$BUILD"/tests/test_* tests/cli/test_*.sh; do
-    case "$t" in
-    *.sh) [ -f "$t" ] || continue; set -- sh "$t" "$BUILD" ;;
-    *) [ -x "$t" ] || continue; set -- "$t" ;;
-    esac
-    echo "== $(basename "$t")"
-    out=$("$@" 2>&1)
-    rc=$?
-    printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
-    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+# Count one test's output (its printed lines, then the exit status): its last
+# "N passed, N failed" line adds to the totals; no such line, or a non-zero exit
+# after reporting no failure, counts as a failure.
+count() { # count NAME RC OUTPUT
+    printf '%s\n' "$3" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
+    line=$(printf '%s\n' "$3" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
-        echo "  CRASH or no summary from $(basename "$t") (exit $rc)"
+        echo "  CRASH or no summary from $1 (exit $2)"
         failed=$((failed + 1))
-        continue
+        return
     fi
     p=$(echo "$line" | cut -d' ' -f1)
     f=$(echo "$line" | cut -d' ' -f3)
     passed=$((passed + p))
     failed=$((failed + f))
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "  $(basename "$t") exited $rc after reporting no failure"
+    if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "  $1 exited $2 after reporting no failure"
         failed=$((failed + 1))
     fi
+}
+# The C test binaries, NEEDLE_TEST_JOBS at a time (default: the number of CPUs;
+# each test's files carry its own name, so tests never share one), longest
+# first so that the jobs end together; each one's output is printed whole, in
+# name order.  Then the CLI scripts (tests/cli/test_*.sh, given the build
+# directory), one at a time.
+jobs=${NEEDLE_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+SLOW_FIRST="test_heads_train test_finetune_workflow test_agent test_train_resume test_context_budget test_api test_train_v3"
+logs=$(mktemp -d "${TMPDIR:-/tmp}/needle-tests.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+list=""
+for name in $SLOW_FIRST; do [ -x "$BUILD/tests/$name" ] && list="$list $BUILD/tests/$name"; done
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    case " $SLOW_FIRST " in *" $(basename "$t") "*) continue ;; esac
+    list="$list $t"
+done
+export logs
+[ -n "$list" ] && printf '%s\n' $list | xargs -P "$jobs" -I{} sh -c \
+    'out=$({} 2>&1); rc=$?; printf "%s\n" "$out" > "$logs/$(basename {}).out"; echo $rc > "$logs/$(basename {}).rc"'
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    echo "== $name"
+    count "$name" "$(cat "$logs/$name.rc" 2>/dev/null || echo 1)" "$(cat "$logs/$name.out" 2>/dev/null)"
+done
+for t in tests/cli/test_*.sh; do
+    [ -f "$t" ] || continue
+    echo "== $(basename "$t")"
+    out=$(sh "$t" "$BUILD" 2>&1)
+    count "$(basename "$t")" $? "$out"
 done
 # the layer rule (README "Layout"): includes point down; the check's own self-test first
 echo "== layers"
