@@ -86,7 +86,7 @@ static void test_the_place_named(void)
 
 static void test_keys_and_schemas(void)
 {
-    /* any case of a place key; not other keys; not a restricted string; two calls left alone */
+    /* any case of a place key; not other keys; not a restricted string */
     CHECK(!strcmp(repair_apply(TOOLS, "[{\"name\":\"set_lights\",\"arguments\":{\"Location\":\"cellar\"}}]", places,
                                (void *)"lights in the wine cellar"),
                   "[{\"name\":\"set_lights\",\"arguments\":{\"Location\":\"wine cellar\"}}]|[\"set_lights.Location\"]"));
@@ -96,12 +96,39 @@ static void test_keys_and_schemas(void)
     CHECK(!strcmp(repair_apply(TOOLS, "[{\"name\":\"set_lights\",\"arguments\":{\"zone\":\"hall\"}}]", places,
                                (void *)"lights in the big hall"),
                   "[{\"name\":\"set_lights\",\"arguments\":{\"zone\":\"hall\"}}]|[]"));
+    CHECK(nd_place_span_reshape("the wine cellar lights", "set_lights", "", 0) == NULL);
+}
+
+/* Several calls: each place widened where it stands, never replaced by another place the request
+ * names, never into the place another call has. */
+static void test_places_of_several_calls(void)
+{
     const char *two = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"cellar\"}},"
                       "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"den\"}}]";
-    char want[256];
-    snprintf(want, sizeof want, "%s|[]", two);
-    CHECK(!strcmp(repair_apply(TOOLS, two, places, (void *)"lights in the wine cellar and the den"), want));
-    CHECK(nd_place_span_reshape("the wine cellar lights", "set_lights", "", 0) == NULL);
+    const char *got = repair_apply(TOOLS, two, places, (void *)"lights in the wine cellar and the den");
+    CHECKF(!strcmp(got, "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"wine cellar\"}},"
+                        "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"den\"}}]|[\"set_lights.room\"]"),
+           "%s", got);
+    got = repair_apply(TOOLS,
+                       "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"garage\"}},"
+                       "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"top floor stairs\"}}]",
+                       places, (void *)"please power on the old garage and top floor stairs lights");
+    CHECKF(!strcmp(got, "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"old garage\"}},"
+                        "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"top floor stairs\"}}]|[\"set_lights.room\"]"),
+           "%s", got);
+    /* one call would take the one place named ("the balcony lights"); two calls keep their own */
+    const char *other = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"Oslo\"}},"
+                        "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"balcony\"}}]";
+    char want[512];
+    snprintf(want, sizeof want, "%s|[]", other);
+    got = repair_apply(TOOLS, other, places, (void *)"the balcony lights on and the weather in Oslo");
+    CHECKF(!strcmp(got, want), "%s", got);
+    /* a widened place that another call already has stays as it was */
+    const char *same = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"wine cellar\"}},"
+                       "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"cellar\"}}]";
+    snprintf(want, sizeof want, "%s|[]", same);
+    got = repair_apply(TOOLS, same, places, (void *)"lights in the wine cellar");
+    CHECKF(!strcmp(got, want), "%s", got);
 }
 
 /* Through the public API: the bundled model cuts the room short. */
@@ -119,6 +146,7 @@ int main(void)
     RUN(test_what_never_joins);
     RUN(test_the_place_named);
     RUN(test_keys_and_schemas);
+    RUN(test_places_of_several_calls);
     RUN(test_envelope_reports_the_whole_place);
     return check_summary();
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "agent/grounding.h"
 #include "agent/repair.h"
 
 #define MAX_WORDS 128
@@ -189,16 +190,13 @@ static int named_place(const char *text, const span *w, int n, const char *tool,
     return found;
 }
 
-char *nd_place_span_reshape(const char *request, const char *tool, const char *value, size_t value_len)
+/* The value widened or trimmed where it stands (every step below but the
+ * one named place), or NULL when it would not change. */
+static char *reshape_where_it_stands(const char *request, const char *tool, const char *value, size_t value_len)
 {
     if (value_len == 0) return NULL;
     span w[MAX_WORDS];
     int n = split_words(request, w, MAX_WORDS), a = 0, b = 0;
-    /* a value outside the one place the request names, or a part of it, is replaced by that place */
-    size_t p0 = 0, p1 = 0;
-    if (named_place(request, w, n, tool, &p0, &p1) &&
-        !(p1 - p0 == value_len && memcmp(request + p0, value, value_len) == 0))
-        return nd_copy_text_span(request, p0, p1);
     char *possessive = possessive_place(request, tool, value, value_len);
     if (possessive) return possessive;
     if (!locate(request, w, n, value, value_len, &a, &b)) return NULL;
@@ -227,6 +225,19 @@ char *nd_place_span_reshape(const char *request, const char *tool, const char *v
     return nd_copy_text_span(request, s0, s1);
 }
 
+char *nd_place_span_reshape(const char *request, const char *tool, const char *value, size_t value_len)
+{
+    if (value_len == 0) return NULL;
+    span w[MAX_WORDS];
+    int n = split_words(request, w, MAX_WORDS);
+    /* a value outside the one place the request names, or a part of it, is replaced by that place */
+    size_t p0 = 0, p1 = 0;
+    if (named_place(request, w, n, tool, &p0, &p1) &&
+        !(p1 - p0 == value_len && memcmp(request + p0, value, value_len) == 0))
+        return nd_copy_text_span(request, p0, p1);
+    return reshape_where_it_stands(request, tool, value, value_len);
+}
+
 static int wants_place(const nd_json *args, size_t k)
 {
     static const char *const KEYS[] = {"room", "location", "destination", "place", "area",
@@ -236,7 +247,58 @@ static int wants_place(const nd_json *args, size_t k)
     return 0;
 }
 
+/* Is text the value of a place argument of a call other than calls->items[skip]? */
+static int another_calls_place(const nd_json *calls, size_t skip, const char *text)
+{
+    for (size_t i = 0; i < calls->count; i++) {
+        const nd_json *args = nd_json_get(&calls->items[i], "arguments");
+        if (i == skip || !args || args->type != ND_JSON_OBJECT) continue;
+        for (size_t k = 0; k < args->count; k++)
+            if (wants_place(args, k) && args->items[k].type == ND_JSON_STRING && args->items[k].len == strlen(text) &&
+                !memcmp(args->items[k].str, text, args->items[k].len))
+                return 1;
+    }
+    return 0;
+}
+
+/* Several calls: each place is only widened or trimmed where it stands (the
+ * request names several places, so none replaces another), and never into
+ * the place another call already has ("basement" and "garage" of "the lower
+ * basement and old garage" must not both become "lower basement"). */
+static int complete_places_of_calls(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths,
+                                    int *n_paths)
+{
+    int changed = 0;
+    for (size_t i = 0; i < calls->count; i++) {
+        const nd_json *name = nd_json_get(&calls->items[i], "name");
+        nd_json *args = (nd_json *)nd_json_get(&calls->items[i], "arguments");
+        const nd_json *params = name && name->type == ND_JSON_STRING ? nd_tool_parameters(tools, name->str) : NULL;
+        const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+        if (!props || !args || args->type != ND_JSON_OBJECT) continue;
+        for (size_t k = 0; k < args->count; k++) {
+            nd_json *v = &args->items[k];
+            if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) ||
+                !nd_free_string_schema(nd_json_get(props, args->keys[k])) || !wants_place(args, k))
+                continue;
+            char *text = reshape_where_it_stands(request, name->str, v->str, v->len);
+            if (!text) continue;
+            if (another_calls_place(calls, i, text)) {
+                free(text);
+                continue;
+            }
+            free(v->str);
+            v->str = text;
+            v->len = strlen(text);
+            changed++;
+            nd_repair_note(paths, n_paths, name->str, args->keys[k]);
+        }
+    }
+    return paths->oom ? -1 : changed;
+}
+
 int nd_complete_place_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
+    if (request && calls && calls->type == ND_JSON_ARRAY && calls->count > 1)
+        return complete_places_of_calls(calls, tools, request, paths, n_paths);
     return nd_reshape_free_texts(calls, tools, request, wants_place, nd_place_span_reshape, paths, n_paths);
 }

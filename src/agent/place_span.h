@@ -29,8 +29,14 @@
  *     function word (the, in, for, please, turn, ...), not a word of the
  *     tool's name.
  *
+ * An answer of several calls (since the fifth session of 2026-12-06) has
+ * each call's place widened or trimmed where it stands by the same steps
+ * but the first (a request naming several places has no one place), and
+ * never into the place another call already has: "the lower basement and
+ * old garage" -> "basement" becomes "lower basement".
+ *
  * Measured before it was kept (docs/envelope.md): 10 of 1,809 rows made
- * right, none wrong.  Every session (session.c), after message_span.h.  The
+ * right, none wrong; the several-call steps 5 more, none wrong.  Every session (session.c), after message_span.h.  The
  * KV cache keeps the tokens the model wrote. */
 #ifndef ND_PLACE_SPAN_H
 #define ND_PLACE_SPAN_H
@@ -38,7 +44,7 @@
 #include "core/buf.h"
 #include "core/json.h"
 
-/* Reshape the place values of a one-call answer (calls modified in place;
+/* Reshape the place values of an answer as above (calls modified in place;
  * tools: the declared tools).  Each changed argument's "tool.key" is appended
  * to *paths (repair.h, nd_repair_note).  Returns the number changed, or -1
  * when out of memory. */
