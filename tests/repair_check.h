@@ -1,6 +1,7 @@
 /* repair_check.h - what the value-repair tests share (test_name_span,
  * test_said_choice, test_clock_time, test_said_number, test_said_quantity,
- * test_said_date): run one repair on a call list and show the result, and
+ * test_said_date, test_said_list, test_near_duplicate): run one repair or
+ * dropping rule on a call list and show the result, and
  * send requests to the bundled model through the public API. */
 #ifndef REPAIR_CHECK_H
 #define REPAIR_CHECK_H
@@ -37,6 +38,33 @@ static inline const char *repair_apply(const char *tools_json, const char *calls
         nd_json_write(&b, calls, 0);
         if (n >= 0 && n == np && b.data && paths.data) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
         nd_buf_free(&paths);
+        nd_buf_free(&b);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+/* A rule that drops calls or arguments (nd_drop_near_duplicates,
+ * nd_drop_unsaid_lists, ...): changes calls (parsed) under tools (NULL when
+ * tools_json is NULL), returns how many it dropped or -1. */
+typedef int (*drop_fn)(nd_json *calls, const nd_json *tools, void *ctx);
+
+/* The calls after the rule, written compactly, then '|' and how many it
+ * dropped; "(error)" when a text does not parse. */
+static inline const char *drop_apply(const char *tools_json, const char *calls_json, drop_fn fn, void *ctx)
+{
+    static char out[1024];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        (!tools_json || nd_json_parse(tools_json, strlen(tools_json), NULL, &tools, &err) == 0)) {
+        int n = fn(calls, tools, ctx);
+        nd_buf b;
+        nd_buf_init(&b);
+        nd_json_write(&b, calls, 0);
+        if (b.data) snprintf(out, sizeof out, "%s|%d", b.data, n);
         nd_buf_free(&b);
     }
     nd_json_free(calls);

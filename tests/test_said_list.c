@@ -91,25 +91,15 @@ static void test_other_lists(void)
     LISTS("[]", "avoid tolls", "[]|[]");
 }
 
+static int drop_lists(nd_json *calls, const nd_json *tools, void *request)
+{
+    return nd_drop_unsaid_lists(calls, tools, (const char *)request);
+}
+
 /* The calls after nd_drop_unsaid_lists, and how many it removed ("calls|n"). */
 static const char *after_drop(const char *calls_json, const char *request)
 {
-    static char out[1024];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        int n = nd_drop_unsaid_lists(calls, tools, request);
-        nd_buf b;
-        nd_buf_init(&b);
-        nd_json_write(&b, calls, 0);
-        if (b.data) snprintf(out, sizeof out, "%s|%d", b.data, n);
-        nd_buf_free(&b);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return drop_apply(TOOLS, calls_json, drop_lists, (void *)request);
 }
 
 #define DROP(calls, req, want) CHECKF(strcmp(after_drop(calls, req), want) == 0, "%s -> %s", req, after_drop(calls, req))
