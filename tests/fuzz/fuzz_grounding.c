@@ -170,9 +170,9 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     if (said < -1 || said >= 24 * 60) abort();
     int timed = nd_fix_clock_time(wide, tools, request, &paths, &np);
     if (timed < 0 || np != n + added + timed || (timed && said < 0)) abort();
-    char outside[260];
-    int impossible = nd_clock_time_outside(wide, tools, request, outside, sizeof outside);
-    if (impossible != (outside[0] != '\0') || (impossible && (!nd_clock_time_impossible(request) || !strchr(outside, '.'))))
+    char no_such_time[260];
+    int impossible = nd_clock_time_outside(wide, tools, request, no_such_time, sizeof no_such_time);
+    if (impossible != (no_such_time[0] != '\0') || (impossible && (!nd_clock_time_impossible(request) || !strchr(no_such_time, '.'))))
         abort(); /* a "tool.key", only for a request saying a time that does not exist */
     double near[8];
     int n_near = nd_numbers_near_key(request, "brightness_level", near, 8);
