@@ -297,19 +297,25 @@ static int hh_mm(const nd_json *v)
            is_digit(v->str[3]) && is_digit(v->str[4]);
 }
 
+/* The index of the call's one HH:MM value in *key: 1, or 0 when it has none or
+ * two (which one would the request's time be?). */
+static int one_time_slot(const nd_one_call *c, size_t *key)
+{
+    int slots = 0;
+    for (size_t k = 0; k < c->args->count; k++)
+        if (hh_mm(&c->args->items[k])) {
+            slots++;
+            *key = k;
+        }
+    return slots == 1;
+}
+
 int nd_fix_clock_time(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
     nd_one_call c;
-    if (!nd_repair_one_call(calls, tools, &c)) return 0;
-    nd_json *slot = NULL;
     size_t key = 0;
-    for (size_t k = 0; k < c.args->count; k++)
-        if (hh_mm(&c.args->items[k])) {
-            if (slot) return 0; /* two times in the call */
-            slot = &c.args->items[k];
-            key = k;
-        }
-    if (!slot) return 0;
+    if (!nd_repair_one_call(calls, tools, &c) || !one_time_slot(&c, &key)) return 0;
+    nd_json *slot = &c.args->items[key];
     int said = nd_clock_time_said(request);
     if (said < 0) return 0;
     char text[6] = {(char)('0' + said / 600), (char)('0' + said / 60 % 10), ':', (char)('0' + said % 60 / 10),
@@ -344,15 +350,8 @@ int nd_clock_time_outside(nd_json *calls, const nd_json *tools, const char *requ
 {
     nd_one_call c;
     if (outside_size) outside[0] = '\0';
-    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
     size_t key = 0;
-    int slots = 0;
-    for (size_t k = 0; k < c.args->count; k++)
-        if (hh_mm(&c.args->items[k])) {
-            slots++;
-            key = k;
-        }
-    if (slots != 1) return 0;
+    if (!request || !nd_repair_one_call(calls, tools, &c) || !one_time_slot(&c, &key)) return 0;
     const nd_json *schema = nd_json_get(c.props, c.args->keys[key]);
     if (!schema || !nd_json_get(schema, "pattern") || !nd_clock_time_impossible(request)) return 0;
     snprintf(outside, outside_size, "%s.%s", c.tool, c.args->keys[key]);
