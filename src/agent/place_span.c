@@ -5,7 +5,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "agent/grounding.h"
 #include "agent/repair.h"
 
 #define MAX_WORDS 128
@@ -261,44 +260,14 @@ static int another_calls_place(const nd_json *calls, size_t skip, const char *te
     return 0;
 }
 
-/* Several calls: each place is only widened or trimmed where it stands (the
- * request names several places, so none replaces another), and never into
- * the place another call already has ("basement" and "garage" of "the lower
- * basement and old garage" must not both become "lower basement"). */
-static int complete_places_of_calls(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths,
-                                    int *n_paths)
-{
-    int changed = 0;
-    for (size_t i = 0; i < calls->count; i++) {
-        const nd_json *name = nd_json_get(&calls->items[i], "name");
-        nd_json *args = (nd_json *)nd_json_get(&calls->items[i], "arguments");
-        const nd_json *params = name && name->type == ND_JSON_STRING ? nd_tool_parameters(tools, name->str) : NULL;
-        const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
-        if (!props || !args || args->type != ND_JSON_OBJECT) continue;
-        for (size_t k = 0; k < args->count; k++) {
-            nd_json *v = &args->items[k];
-            if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) ||
-                !nd_free_string_schema(nd_json_get(props, args->keys[k])) || !wants_place(args, k))
-                continue;
-            char *text = reshape_where_it_stands(request, name->str, v->str, v->len);
-            if (!text) continue;
-            if (another_calls_place(calls, i, text)) {
-                free(text);
-                continue;
-            }
-            free(v->str);
-            v->str = text;
-            v->len = strlen(text);
-            changed++;
-            nd_repair_note(paths, n_paths, name->str, args->keys[k]);
-        }
-    }
-    return paths->oom ? -1 : changed;
-}
-
 int nd_complete_place_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
+    /* several calls: each place is only widened or trimmed where it stands (the
+     * request names several places, so none replaces another), and never into
+     * the place another call already has ("basement" and "garage" of "the lower
+     * basement and old garage" must not both become "lower basement") */
     if (request && calls && calls->type == ND_JSON_ARRAY && calls->count > 1)
-        return complete_places_of_calls(calls, tools, request, paths, n_paths);
+        return nd_reshape_free_texts_each(calls, tools, request, wants_place, reshape_where_it_stands,
+                                          another_calls_place, paths, n_paths);
     return nd_reshape_free_texts(calls, tools, request, wants_place, nd_place_span_reshape, paths, n_paths);
 }

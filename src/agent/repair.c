@@ -15,9 +15,16 @@
 int nd_repair_one_call(nd_json *calls, const nd_json *tools, nd_one_call *out)
 {
     memset(out, 0, sizeof *out);
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools) return 0;
-    const nd_json *name = nd_json_get(&calls->items[0], "name");
-    nd_json *args = (nd_json *)nd_json_get(&calls->items[0], "arguments");
+    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1) return 0;
+    return nd_repair_call_at(calls, 0, tools, out);
+}
+
+int nd_repair_call_at(nd_json *calls, size_t i, const nd_json *tools, nd_one_call *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!calls || calls->type != ND_JSON_ARRAY || i >= calls->count || !tools) return 0;
+    const nd_json *name = nd_json_get(&calls->items[i], "name");
+    nd_json *args = (nd_json *)nd_json_get(&calls->items[i], "arguments");
     if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) return 0;
     out->params = nd_tool_parameters(tools, name->str);
     out->props = out->params ? nd_json_get(out->params, "properties") : NULL;
@@ -153,26 +160,54 @@ int nd_free_string_schema(const nd_json *schema)
     return 1;
 }
 
+/* The reshaping of one call's free texts (nd_reshape_free_texts); refuse
+ * (NULL: none) may keep a new text out. */
+static int reshape_call(const nd_one_call *one, const nd_json *calls, size_t call, const char *request,
+                        int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape,
+                        int (*refuse)(const nd_json *calls, size_t call, const char *text), nd_buf *paths,
+                        int *n_paths)
+{
+    int changed = 0;
+    for (size_t k = 0; k < one->args->count; k++) {
+        nd_json *v = &one->args->items[k];
+        if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) ||
+            !nd_free_string_schema(nd_json_get(one->props, one->args->keys[k])) || !wants(one->args, k))
+            continue;
+        char *text = reshape(request, one->tool, v->str, v->len);
+        if (!text) continue;
+        if (refuse && refuse(calls, call, text)) {
+            free(text);
+            continue;
+        }
+        free(v->str);
+        v->str = text;
+        v->len = strlen(text);
+        changed++;
+        nd_repair_note(paths, n_paths, one->tool, one->args->keys[k]);
+    }
+    return changed;
+}
+
 int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *request,
                           int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape, nd_buf *paths,
                           int *n_paths)
 {
     nd_one_call one;
     if (!request || !nd_repair_one_call(calls, tools, &one)) return 0;
+    int changed = reshape_call(&one, calls, 0, request, wants, reshape, NULL, paths, n_paths);
+    return paths->oom ? -1 : changed;
+}
+
+int nd_reshape_free_texts_each(nd_json *calls, const nd_json *tools, const char *request,
+                               int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape,
+                               int (*refuse)(const nd_json *calls, size_t call, const char *text), nd_buf *paths,
+                               int *n_paths)
+{
     int changed = 0;
-    for (size_t k = 0; k < one.args->count; k++) {
-        nd_json *v = &one.args->items[k];
-        if (v->type != ND_JSON_STRING || v->len == 0 || memchr(v->str, 0, v->len) ||
-            !nd_free_string_schema(nd_json_get(one.props, one.args->keys[k])) || !wants(one.args, k))
-            continue;
-        char *text = reshape(request, one.tool, v->str, v->len);
-        if (!text) continue;
-        free(v->str);
-        v->str = text;
-        v->len = strlen(text);
-        changed++;
-        nd_repair_note(paths, n_paths, one.tool, one.args->keys[k]);
-    }
+    nd_one_call one;
+    for (size_t i = 0; request && calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++)
+        if (nd_repair_call_at(calls, i, tools, &one))
+            changed += reshape_call(&one, calls, i, request, wants, reshape, refuse, paths, n_paths);
     return paths->oom ? -1 : changed;
 }
 

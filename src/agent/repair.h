@@ -19,6 +19,8 @@ typedef struct {
     const nd_json *params, *props;
 } nd_one_call;
 int nd_repair_one_call(nd_json *calls, const nd_json *tools, nd_one_call *out);
+/* The same for call i of a list of any length. */
+int nd_repair_call_at(nd_json *calls, size_t i, const nd_json *tools, nd_one_call *out);
 
 /* Is key listed in the schema's "required" array? */
 int nd_schema_required(const nd_json *params, const char *key);
@@ -54,6 +56,12 @@ typedef char *(*nd_text_reshape)(const char *request, const char *tool, const ch
 int nd_reshape_free_texts(nd_json *calls, const nd_json *tools, const char *request,
                           int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape, nd_buf *paths,
                           int *n_paths);
+/* The same for every call of the list, whatever their number; a new text
+ * that refuse(calls, call, text) turns down (NULL: none) is not written. */
+int nd_reshape_free_texts_each(nd_json *calls, const nd_json *tools, const char *request,
+                               int (*wants)(const nd_json *args, size_t k), nd_text_reshape reshape,
+                               int (*refuse)(const nd_json *calls, size_t call, const char *text), nd_buf *paths,
+                               int *n_paths);
 
 /* Drop each call that repeats an earlier one, or repeats it but for one
  * string value with one of the two values inside the other ("label":"to set" and "label":"to";
