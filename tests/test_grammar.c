@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "grammar/grammar.h"
+#include "grammar/regex.h"
 #include "grammar/schema.h"
 #include "grammar/token_mask.h"
 #include "check.h"
@@ -285,6 +286,21 @@ static void test_composites(void)
     nd_grammar_free(g);
 }
 
+/* nd_regex_accepts: the text against the pattern as a JSON Schema reads it (anchors where
+ * written, a search where not), and 0 for a pattern that does not compile */
+static void test_regex_accepts(void)
+{
+    const char *clock = "^([01][0-9]|2[0-3]):[0-5][0-9]$";
+    CHECK(nd_regex_accepts(clock, strlen(clock), "07:30"));
+    CHECK(!nd_regex_accepts(clock, strlen(clock), "7:30"));
+    CHECK(!nd_regex_accepts(clock, strlen(clock), "07:30 "));
+    CHECK(!nd_regex_accepts(clock, strlen(clock), "24:00"));
+    CHECK(nd_regex_accepts("[A-Z]{3}", 8, "ABC"));
+    CHECK(nd_regex_accepts("[A-Z]{3}", 8, "xABCx"));
+    CHECK(!nd_regex_accepts("[A-Z]{3}", 8, "AB"));
+    CHECK(!nd_regex_accepts("([", 2, "x"));
+}
+
 static void test_token_mask_synthetic(void)
 {
     nd_grammar *g = tools_grammar(WEATHER);
@@ -427,6 +443,7 @@ int main(void)
     RUN(test_date_format);
     RUN(test_numbers);
     RUN(test_composites);
+    RUN(test_regex_accepts);
     RUN(test_token_mask_synthetic);
     RUN(test_token_mask_real_vocab);
     return check_summary();

@@ -285,6 +285,61 @@ static void test_placeholder_values_are_missing(void)
                    "[\"add_to_playlist.track\",\"add_to_playlist.playlist\"]");
 }
 
+/* Required numbers and clock times the model wrote while the request says no
+ * number at all: missing (the request gave no value). */
+static const char *NUM_TOOLS =
+    "[{\"name\":\"set_thermostat\",\"parameters\":{\"type\":\"object\",\"properties\":{\"temperature\":{\"type\":\"number\"},"
+    "\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},\"required\":[\"temperature\"]}},"
+    "{\"name\":\"set_alarm\",\"parameters\":{\"type\":\"object\",\"properties\":{\"time\":{\"type\":\"string\","
+    "\"pattern\":\"^([01][0-9]|2[0-3]):[0-5][0-9]$\"},\"label\":{\"type\":\"string\"}},\"required\":[\"time\"]}},"
+    "{\"name\":\"book_table\",\"parameters\":{\"type\":\"object\",\"properties\":{\"at\":{\"type\":\"string\",\"format\":\"time\"},"
+    "\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}$\"},\"guests\":{\"type\":\"integer\"}},\"required\":[\"at\",\"code\"]}}]";
+
+static char *missing_for(const char *calls_json, const char *heard, const char *request)
+{
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error e;
+    char *out = NULL;
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &e) == 0 &&
+        nd_json_parse(NUM_TOOLS, strlen(NUM_TOOLS), NULL, &tools, &e) == 0) {
+        nd_grounding g;
+        if (nd_grounding_check(calls, tools, heard, request, NULL, NULL, &g) == 0) out = strdup(g.missing.data);
+        nd_grounding_free(&g);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define EXPECT_MISSING_SAID(calls, request, want)                                                            \
+    do {                                                                                                     \
+        char *got_ = missing_for(calls, request, request);                                                   \
+        CHECKF(got_ && !strcmp(got_, want), "%s | %s -> %s, want %s", request, calls, got_ ? got_ : "(error)", want); \
+        free(got_);                                                                                          \
+    } while (0)
+
+static void test_required_numbers_not_said_are_missing(void)
+{
+    const char *t61 = "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":61,\"unit\":\"fahrenheit\"}}]";
+    EXPECT_MISSING_SAID(t61, "set the thermostat to fahrenheit", "[\"set_thermostat.temperature\"]");
+    EXPECT_MISSING_SAID(t61, "set the thermostat to 22 in fahrenheit", "[]");      /* a number said: misread, not missing */
+    EXPECT_MISSING_SAID(t61, "set the thermostat to twenty, fahrenheit", "[]");
+    EXPECT_MISSING_SAID(t61, "sixty one degrees fahrenheit", "[]");                /* grounded */
+    const char *a0000 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\",\"label\":\"The Season Song\"}}]";
+    EXPECT_MISSING_SAID(a0000, "set the alarm for The Season Song", "[\"set_alarm.time\"]");
+    EXPECT_MISSING_SAID(a0000, "set the alarm for The Season Song at half past", "[]");
+    const char *a1100 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"11:00\"}}]";
+    EXPECT_MISSING_SAID(a1100, "alarm at noon", "[]");                           /* "noon" says a time */
+    EXPECT_MISSING_SAID(a1100, "wake me at midnight", "[]");
+    /* a time by format; a pattern that takes no clock time (code) and an optional integer are not read */
+    EXPECT_MISSING_SAID("[{\"name\":\"book_table\",\"arguments\":{\"at\":\"19:00\",\"code\":\"ABC\",\"guests\":4}}]",
+                        "book a table at Nando's", "[\"book_table.at\"]");
+    /* said earlier in the conversation: grounded, so not missing */
+    char *got = missing_for(t61, "set the thermostat to 61\nnow in fahrenheit", "now in fahrenheit");
+    CHECKF(got && !strcmp(got, "[]"), "%s", got ? got : "(error)");
+    free(got);
+}
+
 static void test_times(void)
 {
     const char *c0730 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\"}}]";
@@ -489,6 +544,7 @@ int main(void)
     RUN(test_numbers_named_by_units_and_states);
     RUN(test_numbers_said_outside_the_schema);
     RUN(test_placeholder_values_are_missing);
+    RUN(test_required_numbers_not_said_are_missing);
     RUN(test_times);
     RUN(test_dates);
     RUN(test_negation);

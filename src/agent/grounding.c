@@ -10,6 +10,7 @@
 
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "grammar/regex.h"
 #include "needle.h"
 
 /* ------------------------------------------------------------------ the text as words and numbers */
@@ -708,6 +709,50 @@ static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *pa
     }
 }
 
+/* Does the request say no number at all: no digits, no number words, no
+ * "half" or "quarter", no "noon" or "midnight"?  (read_numbers always adds
+ * the 1 that "a" and "an" say; nothing else.) */
+static int says_no_number(const heard *r)
+{
+    return r->n_nums == 1 && !has_word(r, "noon") && !has_word(r, "midday") && !has_word(r, "midnight");
+}
+
+/* A required number, time or date the model wrote while the request says no
+ * number at all ("set the thermostat to fahrenheit" -> temperature 61, "set
+ * the alarm for The Season Song" -> time "00:00"): ungrounded, and nothing in
+ * the request could have been converted into it.  The request gave no value,
+ * so the call is answered as the behaviour contract answers a missing one.
+ * Dates are left out: "tomorrow" and "Friday" ground them by the calendar. */
+static void required_number_unsaid(nd_grounding *g, const heard *req, const nd_json *params, const char *tool)
+{
+    const nd_json *req_keys = params ? nd_json_get(params, "required") : NULL;
+    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+    if (!req_keys || req_keys->type != ND_JSON_ARRAY || !props || !says_no_number(req) || !g->ungrounded.data) return;
+    for (size_t k = 0; k < req_keys->count; k++) {
+        if (req_keys->items[k].type != ND_JSON_STRING || memchr(req_keys->items[k].str, 0, req_keys->items[k].len)) continue;
+        const char *key = req_keys->items[k].str;
+        const nd_json *schema = nd_json_get(props, key), *t = schema ? nd_json_get(schema, "type") : NULL;
+        const nd_json *fmt = schema ? nd_json_get(schema, "format") : NULL;
+        if (!t || t->type != ND_JSON_STRING || nd_json_get(schema, "enum") || nd_json_get(schema, "const")) continue;
+        int numeric = !strcmp(t->str, "integer") || !strcmp(t->str, "number");
+        int clock = !strcmp(t->str, "string") && fmt && fmt->type == ND_JSON_STRING && !strcmp(fmt->str, "time");
+        if (!clock && !strcmp(t->str, "string") && !fmt) { /* a pattern that takes a clock time: "HH:MM" */
+            const nd_json *pat = nd_json_get(schema, "pattern");
+            clock = pat && pat->type == ND_JSON_STRING && nd_regex_accepts(pat->str, pat->len, "07:30");
+        }
+        if (!numeric && !clock) continue;
+        char path[260];
+        snprintf(path, sizeof path, "%s.%s", tool, key);
+        nd_buf q;
+        nd_buf_init(&q);
+        nd_json_write_string(&q, path, strlen(path), 0);
+        int flagged = q.data && strstr(g->ungrounded.data, q.data) != NULL;
+        if (q.oom) g->missing.oom = 1;
+        nd_buf_free(&q);
+        if (flagged) add_path(&g->missing, &g->n_missing, path);
+    }
+}
+
 /* ------------------------------------------------------------------ negation */
 
 /* Is `needle` (lowercase) inside some string value of the calls? */
@@ -817,6 +862,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
         const nd_json *params = nd_tool_parameters(tools, name->str);
         walk(&w, args, params, name->str);
         placeholders(g, args, params, name->str);
+        if (request) required_number_unsaid(g, &req, params, name->str);
         if (request && calls->count == 1 && said_outside_near_name(request, args, params, name->str, g)) rc = NEEDLE_ENOMEM;
     }
     if (!rc) {

@@ -29,7 +29,10 @@
  *   missing     "tool.key" of every required free-text argument filled with
  *               a placeholder: a word of the tool's own name ("room":
  *               "lights" for set_lights) or the same string as another
- *               required argument ("track" and "playlist" both "Heroes"):
+ *               required argument ("track" and "playlist" both "Heroes"),
+ *               and every required number or clock time (type integer or
+ *               number, format time, a pattern taking "07:30") that is
+ *               ungrounded while the latest request says no number at all:
  *               the request gave no value for it.
  *   negation    the latest request negates the action ("don't ...", "do
  *               not", "no need to", "never mind", "actually no", ...), except

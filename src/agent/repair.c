@@ -88,15 +88,7 @@ int nd_schema_takes_number(const nd_json *schema, double v, int *bounds_only)
 int nd_pattern_accepts(const nd_json *schema, const char *text)
 {
     const nd_json *p = schema ? nd_json_get(schema, "pattern") : NULL;
-    if (!p || p->type != ND_JSON_STRING) return 0;
-    nd_dfa d;
-    char why[160];
-    if (nd_regex_compile(p->str, p->len, &d, why, sizeof why) != 0) return 0;
-    int32_t s = d.start;
-    for (const char *c = text; *c && s >= 0; c++) s = nd_dfa_step(&d, s, (unsigned char)*c);
-    int ok = s >= 0 && d.accept[s];
-    nd_dfa_free(&d);
-    return ok;
+    return p && p->type == ND_JSON_STRING && nd_regex_accepts(p->str, p->len, text);
 }
 
 int nd_json_set_number_value(nd_json *v, double x)

@@ -936,6 +936,18 @@ int nd_dfa_any(nd_dfa *out)
     return nd_regex_compile("", 0, out, why, sizeof why);
 }
 
+int nd_regex_accepts(const char *pattern, size_t len, const char *text)
+{
+    nd_dfa d;
+    char why[160];
+    if (nd_regex_compile(pattern, len, &d, why, sizeof why) != 0) return 0;
+    int32_t s = d.start;
+    for (const char *c = text; *c && s >= 0; c++) s = nd_dfa_step(&d, s, (unsigned char)*c);
+    int ok = s >= 0 && d.accept[s];
+    nd_dfa_free(&d);
+    return ok;
+}
+
 void nd_dfa_free(nd_dfa *d)
 {
     free(d->accept);

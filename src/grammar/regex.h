@@ -56,6 +56,12 @@ int nd_dfa_any(nd_dfa *out);
 
 void nd_dfa_free(nd_dfa *d);
 
+/* Does pattern[0..len), compiled as above (anchored where it says so, a
+ * search where not, as JSON Schema reads it), accept text (read byte by
+ * byte: meant for ASCII texts such as "07:30")?  0 when the pattern does not
+ * compile. */
+int nd_regex_accepts(const char *pattern, size_t len, const char *text);
+
 /* The state after code point cp from state s, or -1 (no transition / dead). */
 static inline int32_t nd_dfa_step(const nd_dfa *d, int32_t s, uint32_t cp)
 {
