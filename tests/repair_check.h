@@ -1,6 +1,6 @@
 /* repair_check.h - what the value-repair tests share (test_name_span,
  * test_said_choice, test_clock_time, test_said_number, test_said_quantity,
- * test_said_date, test_said_list, test_near_duplicate): run one repair or
+ * test_said_date, test_said_list, test_said_colour, test_near_duplicate): run one repair or
  * dropping rule on a call list and show the result, and
  * send requests to the bundled model through the public API. */
 #ifndef REPAIR_CHECK_H

@@ -19,6 +19,7 @@
 #include "agent/range_guard.h"
 #include "agent/repair.h"
 #include "agent/said_choice.h"
+#include "agent/said_colour.h"
 #include "agent/said_date.h"
 #include "agent/said_flag.h"
 #include "agent/said_label.h"
@@ -676,8 +677,11 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 /* a clock time that does not exist ("7:75") is one too (clock_time.h) */
                 if (q >= 0 && !bent[0] && nd_clock_time_outside(calls, s->tools, s->last_request, outside, sizeof outside))
                     memcpy(bent, outside, sizeof outside);
+                /* and so is a colour the tool's colour choices lack ("gold": said_colour.h) */
+                int col = q < 0 || bent[0] ? 0 : nd_colour_outside(calls, s->tools, s->last_request, outside, sizeof outside);
+                if (col > 0) memcpy(bent, outside, sizeof outside);
                 /* a decimal cut to its whole part (said_number.h) */
-                int dec = q < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
+                int dec = q < 0 || col < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
                 int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
                 changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||

@@ -30,6 +30,7 @@
 #include "agent/ask_again.h"
 #include "agent/repair.h"
 #include "agent/said_choice.h"
+#include "agent/said_colour.h"
 #include "agent/said_date.h"
 #include "agent/said_flag.h"
 #include "agent/said_list.h"
@@ -174,6 +175,10 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     int impossible = nd_clock_time_outside(wide, tools, request, no_such_time, sizeof no_such_time);
     if (impossible != (no_such_time[0] != '\0') || (impossible && (!nd_clock_time_impossible(request) || !strchr(no_such_time, '.'))))
         abort(); /* a "tool.key", only for a request saying a time that does not exist */
+    char colour[260];
+    int coloured = nd_colour_outside(wide, tools, request, colour, sizeof colour);
+    if (coloured < 0 || coloured != (colour[0] != '\0') || (coloured && !strchr(colour, '.')))
+        abort(); /* a "tool.key" or nothing, the calls as they were */
     double near[8];
     int n_near = nd_numbers_near_key(request, "brightness_level", near, 8);
     if (n_near < 0 || n_near > 8) abort();
