@@ -4,7 +4,8 @@
  * present argument, a word inside a copied value, two calls, non-enum
  * strings), the path list, optional choices the request never says dropped
  * (and the ways a choice is said: words, forms, unit and currency symbols),
- * and the envelope through the public API. */
+ * the envelope through the public API, and a choice named next to its name
+ * that the enum lacks (outside the schema). */
 #include "agent/said_choice.h"
 #include "repair_check.h"
 
@@ -179,6 +180,56 @@ static void test_envelope_reports_the_added_choice(void)
     needle_free(env);
 }
 
+/* The "tool.key" nd_choice_outside names ("" for none; a note when the calls changed). */
+static const char *choice_outside_of(const char *calls_json, const char *request)
+{
+    static char out[260];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
+        nd_buf before, after;
+        nd_buf_init(&before);
+        nd_buf_init(&after);
+        nd_json_write(&before, calls, 0);
+        int r = nd_choice_outside(calls, tools, request, out, sizeof out);
+        nd_json_write(&after, calls, 0);
+        if (r != (out[0] != '\0') || !before.data || !after.data || strcmp(before.data, after.data))
+            snprintf(out, sizeof out, "(changed the calls, or returned %d with that name)", r);
+        nd_buf_free(&before);
+        nd_buf_free(&after);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+#define CHOICE_OUTSIDE(calls, req, want) \
+    CHECKF(strcmp(choice_outside_of(calls, req), want) == 0, "%s -> %s, want %s", req, choice_outside_of(calls, req), want)
+
+/* A choice named next to the choice's name that the enum lacks: outside the schema. */
+static void test_choices_outside_the_enum(void)
+{
+    const char *no_mode = "[{\"name\":\"set_climate\",\"arguments\":{\"temperature\":19}}]";
+    CHOICE_OUTSIDE(no_mode, "climate to 19 vacation mode please", "set_climate.mode");
+    CHOICE_OUTSIDE(no_mode, "climate to 19, mode turbo", "set_climate.mode");       /* the word after the name */
+    CHOICE_OUTSIDE(CLIMATE, "climate to 19.5 in turbo mode", "set_climate.mode");   /* a value the request does not say */
+    CHOICE_OUTSIDE(no_mode, "climate 19 for the passenger zone", "set_climate.zone");
+    CHOICE_OUTSIDE(no_mode, "climate 19 with the max fan", ""); /* a name of three letters is not read */
+    /* not judged: the value said, a stem of one, words that name no choice, short words, no name said */
+    CHOICE_OUTSIDE(CLIMATE, "climate to 19.5 in eco mode", "");
+    CHOICE_OUTSIDE(no_mode, "climate to 19 in comforting mode", "");
+    CHOICE_OUTSIDE(no_mode, "climate to 19, same mode as before", "");
+    CHOICE_OUTSIDE(no_mode, "climate to 19 in the mode you like", "");
+    CHOICE_OUTSIDE(no_mode, "climate to 19, ok mode", "");
+    CHOICE_OUTSIDE(no_mode, "climate to 19 on vacation", "");
+    CHOICE_OUTSIDE(no_mode, "climate mode", "");                               /* the tool's own word */
+    CHOICE_OUTSIDE("[{\"name\":\"set_climate\",\"arguments\":{\"temperature\":19}},"
+                   "{\"name\":\"set_climate\",\"arguments\":{\"temperature\":20}}]", "19 then 20 vacation mode", "");
+    CHOICE_OUTSIDE(no_mode, "", "");
+}
+
 int main(void)
 {
     RUN(test_choices_said_are_added);
@@ -186,5 +237,6 @@ int main(void)
     RUN(test_what_is_left_alone);
     RUN(test_unsaid_choices_dropped);
     RUN(test_envelope_reports_the_added_choice);
+    RUN(test_choices_outside_the_enum);
     return check_summary();
 }

@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdio.h>
 
 #include "agent/repair.h"
+#include "agent/said_number.h"
 
 /* Words as compared here: runs of ASCII letters and digits and of non-ASCII
  * bytes, ASCII letters lowered ("Fan on HIGH," -> fan on high). */
@@ -262,4 +264,77 @@ int nd_choice_said(const char *request, const char *value, size_t n)
     int r = says_generously(&req, value, n);
     free(req.low);
     return r;
+}
+
+/* ------------------------------------------------------------------ a choice outside the enum */
+
+/* Words next to a choice's name that name no choice: function words, and the
+ * verbs and adjectives people put before "mode" ("the same mode", "change
+ * mode", "normal mode").  Its own list: the grounding checks' function words
+ * answer another question (does a value carry anything?). */
+static const char *const NOT_A_CHOICE[] = {
+    "the", "a", "an", "my", "our", "your", "his", "her", "their", "its", "this", "that", "these", "those", "to",
+    "of", "for", "and", "or", "in", "on", "at", "by", "with", "from", "into", "is", "are", "be", "it", "me", "i",
+    "you", "we", "please", "pls", "same", "current", "normal", "default", "usual", "previous", "other", "new",
+    "which", "what", "any", "some", "every", "each", "right", "correct", "then", "so", "off", "up", "down",
+    "set", "change", "switch", "put", "turn", "use", "make", "get", "start", "choose", "pick", "select", NULL};
+
+static int listed(const char *w, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(w, *list)) return 1;
+    return 0;
+}
+
+/* Is w (lowered) a value of the enum, a word of one, or a stem of one ("heating" for "heat")? */
+static int near_enum_value(const nd_json *e, const char *w)
+{
+    char vw[16][16];
+    size_t wl = strlen(w);
+    for (size_t i = 0; i < e->count; i++) {
+        if (e->items[i].type != ND_JSON_STRING || memchr(e->items[i].str, 0, e->items[i].len)) continue;
+        int n = nd_lower_words(e->items[i].str, vw, NULL, 16);
+        for (int k = 0; k < n; k++) {
+            size_t vl = strlen(vw[k]), m = vl < wl ? vl : wl;
+            if (!strcmp(vw[k], w) || (m >= 3 && !strncmp(vw[k], w, m))) return 1;
+        }
+    }
+    return 0;
+}
+
+int nd_choice_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside, size_t outside_size)
+{
+    nd_one_call c;
+    if (outside_size) outside[0] = '\0';
+    if (!request || !nd_repair_one_call(calls, tools, &c) || !c.props || c.props->type != ND_JSON_OBJECT) return 0;
+    char (*w)[16] = malloc(sizeof(char[16]) * 256);
+    if (!w) return -1;
+    int n = nd_lower_words(request, w, NULL, 256), found = 0;
+    for (size_t k = 0; k < c.props->count && !found; k++) {
+        const nd_json *schema = &c.props->items[k], *e = nd_json_get(schema, "enum");
+        const char *key = c.props->keys[k];
+        if (!e || e->type != ND_JSON_ARRAY || memchr(key, 0, c.props->key_lens[k])) continue;
+        const nd_json *have = nd_json_get(c.args, key);
+        if (have && have->type == ND_JSON_STRING && nd_choice_said(request, have->str, have->len) > 0) continue;
+        char kw[16][16];
+        int nk = nd_lower_words(key, kw, NULL, 16);
+        for (int j = 0; j < nk && !found; j++) {
+            if (strlen(kw[j]) < 4) continue;
+            for (int i = 0; i < n && !found; i++) {
+                if (strcmp(w[i], kw[j])) continue;
+                int cand = i > 0 && !listed(w[i - 1], NOT_A_CHOICE) ? i - 1 : -1;
+                if (cand < 0 && i + 1 < n && !listed(w[i + 1], NOT_A_CHOICE)) cand = i + 1;
+                if (cand < 0) continue;
+                const char *x = w[cand];
+                if (strlen(x) < 3 || near_enum_value(e, x)) continue;
+                int of_key = 0;
+                for (int o = 0; o < nk; o++) of_key |= !strcmp(kw[o], x);
+                if (of_key || strstr(c.tool, x)) continue;
+                found = 1;
+                snprintf(outside, outside_size, "%s.%s", c.tool, key);
+            }
+        }
+    }
+    free(w);
+    return found;
 }

@@ -25,6 +25,8 @@
 #include "core/buf.h"
 #include "core/json.h"
 
+#include <stddef.h>
+
 /* Add to the one call of `calls` (modified in place) each optional string
  * enum argument whose value the request names, as described above.  Each
  * added argument's "tool.key" is appended to *paths (a JSON array being
@@ -50,4 +52,23 @@ int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *req
  * -1 when out of memory. */
 int nd_choice_said(const char *request, const char *value, size_t n);
 
+/* A choice the request names next to the choice's name that its enum does
+ * not have: "19ºC vacation mode", "22 degrees turbo mode", "the robot vacuum
+ * in super mode" (modes heat, cool, auto, off; quiet, standard, turbo).  The
+ * user asked for a value outside the schema (the behaviour contract's
+ * "invalid": no call).  In a turn with one call, for each string enum
+ * argument the call leaves out or fills with a value the request does not
+ * say (nd_choice_said), a word of its key of four letters or more ("mode",
+ * "color", "category") said in the request, and the word before it (or, when
+ * that names no choice, the word after it: "mode turbo") of three letters or
+ * more that
+ *   - is not a function word, nor a verb or adjective that names no choice
+ *     ("same", "current", "change"),
+ *   - is not a value of the enum, a word of one, or a stem of one ("heating"
+ *     for "heat", "cooling" for "cool"),
+ *   - is not a word of the key or of the tool's name.
+ * Then "tool.key" is written to outside[0..outside_size) and 1 returned;
+ * else outside is "" and 0 returned (-1 when out of memory).  The calls are
+ * not changed. */
+int nd_choice_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside, size_t outside_size);
 #endif

@@ -680,8 +680,11 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 /* and so is a colour the tool's colour choices lack ("gold": said_colour.h) */
                 int col = q < 0 || bent[0] ? 0 : nd_colour_outside(calls, s->tools, s->last_request, outside, sizeof outside);
                 if (col > 0) memcpy(bent, outside, sizeof outside);
+                /* and a choice named next to its name that the enum lacks ("vacation mode": said_choice.h) */
+                int cho = q < 0 || col < 0 || bent[0] ? 0 : nd_choice_outside(calls, s->tools, s->last_request, outside, sizeof outside);
+                if (cho > 0) memcpy(bent, outside, sizeof outside);
                 /* a decimal cut to its whole part (said_number.h) */
-                int dec = q < 0 || col < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
+                int dec = q < 0 || col < 0 || cho < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
                 int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
                 changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||

@@ -179,6 +179,9 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     int coloured = nd_colour_outside(wide, tools, request, colour, sizeof colour);
     if (coloured < 0 || coloured != (colour[0] != '\0') || (coloured && !strchr(colour, '.')))
         abort(); /* a "tool.key" or nothing, the calls as they were */
+    char choice[260];
+    int chosen = nd_choice_outside(wide, tools, request, choice, sizeof choice);
+    if (chosen < 0 || chosen != (choice[0] != '\0') || (chosen && !strchr(choice, '.'))) abort();
     double near[8];
     int n_near = nd_numbers_near_key(request, "brightness_level", near, 8);
     if (n_near < 0 || n_near > 8) abort();
