@@ -268,6 +268,10 @@ static void test_placeholder_values_are_missing(void)
     EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Heroes\",\"playlist\":\"Heroes\"}}]",
                    "[\"add_to_playlist.track\",\"add_to_playlist.playlist\"]");
     EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Heroes\",\"playlist\":\"Road Trip\"}}]", "[]");
+    /* whole words of another required value (case ignored); a piece of a word is not */
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"eta\",\"playlist\":\"traffic is bad, ETA 8:50\"}}]",
+                   "[\"add_to_playlist.track\"]");
+    EXPECT_MISSING("[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Road\",\"playlist\":\"Railroad Trip\"}}]", "[]");
     /* an optional argument repeating a required one says nothing about the required one */
     EXPECT_MISSING("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"den\",\"scene\":\"den\",\"mode\":\"dim\"}}]", "[]");
     /* an undeclared tool has no required keys to check */

@@ -672,11 +672,33 @@ static int padding_only(const char *tool, const nd_json *v, const nd_json *req, 
     return 0;
 }
 
+/* Is v's text a run of whole words of x's text (ASCII case ignored), x a
+ * text of four words or more, digits counted ("see you at 8": a message, not
+ * a name; "Heroes" inside the track "Heroes Forever" is a playlist's own
+ * name)? */
+static int words_inside(const nd_json *x, const nd_json *v)
+{
+    if (v->len == 0 || memchr(x->str, 0, x->len)) return 0;
+    int words = 0;
+    for (size_t i = 0; i < x->len; i++)
+        words += word_byte((unsigned char)x->str[i]) && (i == 0 || !word_byte((unsigned char)x->str[i - 1]));
+    if (words < 4) return 0;
+    for (size_t at = 0; at + v->len <= x->len; at++) {
+        if (strncasecmp(x->str + at, v->str, v->len)) continue;
+        int starts = at == 0 || !word_byte((unsigned char)x->str[at - 1]);
+        int ends = at + v->len == x->len || !word_byte((unsigned char)x->str[at + v->len]);
+        if (starts && ends) return 1;
+    }
+    return 0;
+}
+
 /* A required free-text argument the model filled with a placeholder: a word
  * of the tool's own name ("room": "lights" for set_lights, "blinds" for
  * set_blinds) or the same string as another required argument ("track" and
  * "playlist" both "Heroes"; an optional argument that repeats a required one,
- * "name" and "company" both "Leigh", says nothing about the required one),
+ * "name" and "company" both "Leigh", says nothing about the required one) or
+ * whole words of another required value ("recipient": "ETA" beside the text
+ * "traffic is terrible, ETA 8:50am"),
  * words with no value of their own ("room": "off", "query": "you"), or
  * another required value padded with such words and the tool's name ("text":
  * "the message to Patience Olawale" beside that recipient).
@@ -700,6 +722,10 @@ static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *pa
         for (size_t o = 0; o < req->count && !placeholder; o++) {
             const nd_json *x = req->items[o].type == ND_JSON_STRING ? nd_json_get(args, req->items[o].str) : NULL;
             placeholder = x && x != v && x->type == ND_JSON_STRING && x->len == v->len && !memcmp(x->str, v->str, v->len);
+            /* a piece of another required value: "shoot off the message saying 'traffic is terrible,
+             * ETA 8:50am'" -> "recipient": "ETA" */
+            if (!placeholder && x && x != v && x->type == ND_JSON_STRING && x->len > v->len)
+                placeholder = words_inside(x, v) && !padding_only(tool, x, req, args);
         }
         if (placeholder) {
             char path[256];
