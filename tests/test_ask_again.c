@@ -74,12 +74,12 @@ static void test_signs(void)
 static void test_bundled_model(void)
 {
     /* off: the model's own answer, no call */
-    char *off = first_envelope((needle_session_options){.ask_again = -1}, "kitchen lights off please");
+    char *off = first_envelope((needle_session_options){.ask_again = -1}, "thermostat 18.5 celsius");
     CHECKF(off && strstr(off, "\"function_calls\":[]") && strstr(off, "\"asked_again\":false"), "%s", off ? off : "(none)");
     needle_free(off);
     /* on (the default): asked again, and the answer taken */
-    char *on = first_envelope((needle_session_options){0}, "kitchen lights off please");
-    CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"on\":false}}]") &&
+    char *on = first_envelope((needle_session_options){0}, "thermostat 18.5 celsius");
+    CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":18.5,\"unit\":\"celsius\"}}]") &&
                strstr(on, "\"asked_again\":true") && strstr(on, "\"type\":\"call\""),
            "%s", on ? on : "(none)");
     needle_free(on);

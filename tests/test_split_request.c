@@ -180,13 +180,13 @@ static char *send_first(int split, const char *request)
 
 static void test_the_bundled_model_answers_in_parts(void)
 {
-    const char *req = "set the thermostat to 20 and turn on the hallway lights";
+    const char *req = "set the thermostat to 30 and switch off the balcony lights";
     char *on = send_first(0, req);
     /* each part alone: the model's answer to each (measured on every kernel path) */
-    CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":20}},"
-                            "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"hallway\",\"on\":true}}]"),
+    CHECKF(on && strstr(on, "\"function_calls\":[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":30}},"
+                            "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"balcony\",\"on\":false}}]"),
            "%s", on ? on : "(none)");
-    CHECKF(on && strstr(on, "\"split\":[\"set the thermostat to 20\",\"turn on the hallway lights\"]"), "%s",
+    CHECKF(on && strstr(on, "\"split\":[\"set the thermostat to 30\",\"switch off the balcony lights\"]"), "%s",
            on ? on : "(none)");
     CHECK(on && strstr(on, "\"type\":\"call\"") && strstr(on, "\"ungrounded\":[]"));
     needle_free(on);

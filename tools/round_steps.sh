@@ -23,3 +23,18 @@ heads() {
     "$NEEDLE" train-heads --model "$WORK/$1_contrastive.safetensors" --tokenizer $TOK "$3" \
         --out "$WORK/$1.safetensors" --only confidence --epochs 20 --lr 2e-3 --max-cell-mb 6000
 }
+# mix DIR SEED: DIR/big and DIR/small (make_round_data.py outputs) into DIR/train_mix.jsonl (both training
+# splits, shuffled with SEED), DIR/val_pick.jsonl (the first 90 + 40 validation rows: the run's early
+# stopping) and DIR/calib.jsonl (the other validation rows: the confidence head)
+mix() {
+    python3 - "$1" "$2" <<'PY'
+import random, sys
+d, seed = sys.argv[1], int(sys.argv[2])
+rows = open(d + "/big/train.jsonl").readlines() + open(d + "/small/train.jsonl").readlines()
+random.Random(seed).shuffle(rows)
+open(d + "/train_mix.jsonl", "w").writelines(rows)
+vb, vs = open(d + "/big/val.jsonl").readlines(), open(d + "/small/val.jsonl").readlines()
+open(d + "/val_pick.jsonl", "w").writelines(vb[:90] + vs[:40])
+open(d + "/calib.jsonl", "w").writelines(vb[90:] + vs[40:])
+PY
+}

@@ -26,16 +26,7 @@ python3 tools/make_round_data.py --needle "$NEEDLE" --out "$D/small" --seed 123 
     --subset-rows 2500 --subset-tools 1-3 --max-tokens 512 --spm $TOK --follow-up-rate 0.9 \
     --weights '{"positive":0.30,"parallel":0.10,"multi_turn":0.35,"missing":0.07,"irrelevant":0.07,"negation":0.06,"invalid":0.05}'
 # all training rows shuffled; the round watches 130 validation rows, the confidence head learns from the rest
-python3 - "$D" <<'PY'
-import random, sys
-d = sys.argv[1]
-rows = open(d + "/big/train.jsonl").readlines() + open(d + "/small/train.jsonl").readlines()
-random.Random(23).shuffle(rows)
-open(d + "/train_mix.jsonl", "w").writelines(rows)
-vb, vs = open(d + "/big/val.jsonl").readlines(), open(d + "/small/val.jsonl").readlines()
-open(d + "/val_pick.jsonl", "w").writelines(vb[:90] + vs[:40])
-open(d + "/calib.jsonl", "w").writelines(vb[90:] + vs[40:])
-PY
+mix "$D" 23
 
 round r23 "$D/train_mix.jsonl" "$D/val_pick.jsonl" "$WORK/r22d_fp16.safetensors" 2e-4 23
 # heads: contrastive (20 epochs), then confidence on the 1,319 validation rows no run watched

@@ -38,17 +38,17 @@ def test_stateless_equals_reset_every_time():
 
 
 def test_split_answers_a_two_part_request_in_parts():
-    text = "set the thermostat to 20 and turn on the hallway lights"
-    env = needle.Needle(auto_date=False).complete(text)  # (with a date fact the model writes both calls itself)
+    text = "set the thermostat to 30 and switch off the balcony lights"
+    env = needle.Needle(auto_date=False).complete(text)
     assert [c["name"] for c in env["function_calls"]] == ["set_thermostat", "set_lights"]
-    assert env["validation"]["split"] == ["set the thermostat to 20", "turn on the hallway lights"]
+    assert env["validation"]["split"] == ["set the thermostat to 30", "switch off the balcony lights"]
     assert needle.Needle(auto_date=False, split=False).complete(text)["validation"]["split"] == []
 
 
 def test_ask_again_answers_a_request_the_model_left_without_a_call():
-    text = "kitchen lights off please"
+    text = "thermostat 18.5 celsius"
     env = needle.Needle(auto_date=False).complete(text)
-    assert env["function_calls"] == [{"name": "set_lights", "arguments": {"room": "kitchen", "on": False}}]
+    assert env["function_calls"] == [{"name": "set_thermostat", "arguments": {"temperature": 18.5, "unit": "celsius"}}]
     assert env["validation"]["asked_again"] is True
     off = needle.Needle(auto_date=False, ask_again=False).complete(text)
     assert off["function_calls"] == [] and off["validation"]["asked_again"] is False

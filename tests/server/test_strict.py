@@ -39,11 +39,11 @@ def test_strict_must_be_a_boolean(server):
 def test_split_answers_a_two_part_request_in_parts(server):
     """needle's request field "split" (default true): a first request answered with one call that can
     be cut in two is answered one part at a time (docs/envelope.md, "Two requests in one")."""
-    text = "set the thermostat to 20 and turn on the hallway lights"
+    text = "set the thermostat to 30 and switch off the balcony lights"
     status, _, body = ask(server, text)
     assert status == 200
     assert [c["name"] for c in calls_of(body)] == ["set_thermostat", "set_lights"]
-    assert body["needle"]["validation"]["split"] == ["set the thermostat to 20", "turn on the hallway lights"]
+    assert body["needle"]["validation"]["split"] == ["set the thermostat to 30", "switch off the balcony lights"]
     status, _, off = ask(server, text, split=False)
     assert status == 200 and off["needle"]["validation"]["split"] == []
     status, _, bad = ask(server, text, split="yes")
@@ -53,10 +53,10 @@ def test_split_answers_a_two_part_request_in_parts(server):
 def test_ask_again_answers_a_request_the_model_left_without_a_call(server):
     """needle's request field "ask_again" (default true): a first request the model answers with no
     call is asked again (docs/envelope.md, "Asked again")."""
-    text = "kitchen lights off please"
+    text = "thermostat 18.5 celsius"
     status, _, body = ask(server, text)
     assert status == 200
-    assert calls_of(body) and calls_of(body)[0]["name"] == "set_lights"
+    assert calls_of(body) and calls_of(body)[0]["name"] == "set_thermostat"
     assert body["needle"]["validation"]["asked_again"] is True
     status, _, off = ask(server, text, ask_again=False)
     assert status == 200 and calls_of(off) == [] and off["needle"]["validation"]["asked_again"] is False
