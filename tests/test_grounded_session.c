@@ -122,19 +122,31 @@ static void test_option_checked(void)
     needle_model_close(m);
 }
 
+/* models/tools.json, read once (NULL, with a failed check, when it cannot be read). */
+static const char *demo_tools(void)
+{
+    static char tools[1 << 16];
+    static int loaded;
+    if (!loaded) {
+        FILE *f = fopen("models/tools.json", "rb");
+        CHECK(f != NULL);
+        if (!f) return NULL;
+        size_t n = fread(tools, 1, sizeof tools - 1, f);
+        fclose(f);
+        tools[n] = 0;
+        loaded = 1;
+    }
+    return tools;
+}
+
 /* The bundled model writes a memorised name without the constraint; with it,
  * the name that was said. */
 static void test_bundled_model_copies_a_new_name(void)
 {
     needle_model *m = open_model(BUNDLED_MODEL);
     if (!m) return;
-    FILE *f = fopen("models/tools.json", "rb");
-    CHECK(f != NULL);
-    if (!f) { needle_model_close(m); return; }
-    static char tools[1 << 16];
-    size_t n = fread(tools, 1, sizeof tools - 1, f);
-    fclose(f);
-    tools[n] = 0;
+    const char *tools = demo_tools();
+    if (!tools) { needle_model_close(m); return; }
     const char *q = "text Thandiwe that I'm running late";
     needle_session_options so = {.tools_json = tools}; /* the default: grounded */
     needle_session *s = NULL;
@@ -152,10 +164,43 @@ static void test_bundled_model_copies_a_new_name(void)
     needle_model_close(m);
 }
 
+/* A strict session decodes free values; a first turn that runs out of tokens that way (the
+ * bundled model repeats pieces of "Siobhán" until the limit) is answered again with copying. */
+static void test_runaway_first_turn_answered_again(void)
+{
+    needle_model *m = open_model(BUNDLED_MODEL);
+    if (!m) return;
+    const char *tools = demo_tools();
+    if (!tools) { needle_model_close(m); return; }
+    const char *q = "send a text to Siob\xc3\xa1n - happy graduation!!";
+    needle_error err = {0};
+    /* free values alone: the runaway this test is about */
+    needle_session_options free_only = {.tools_json = tools, .strict = 1, .grounded_decoding = -1};
+    needle_session *s = NULL;
+    CHECKF(needle_session_open(m, &free_only, &s, &err) == 0, "session: %s", err.message);
+    char *env = NULL;
+    if (s) CHECK(needle_session_send(s, q, &env, &err) == 0 && env);
+    CHECKF(env && strstr(env, "\"success\":false") && strstr(env, "max_new_tokens"), "%s", env ? env : "(none)");
+    needle_free(env);
+    env = NULL;
+    needle_session_close(s);
+    s = NULL;
+    /* a strict session: free values first, then copying */
+    needle_session_options strict = {.tools_json = tools, .strict = 1};
+    CHECKF(needle_session_open(m, &strict, &s, &err) == 0, "session: %s", err.message);
+    if (s) CHECK(needle_session_send(s, q, &env, &err) == 0 && env);
+    CHECKF(env && strstr(env, "\"success\":true") && strstr(env, "\"recipient\":\"Siob\xc3\xa1n\""), "%s",
+           env ? env : "(none)");
+    needle_free(env);
+    needle_session_close(s);
+    needle_model_close(m);
+}
+
 int main(void)
 {
     RUN(test_option_checked);
     RUN(test_random_model_copies_only);
     RUN(test_bundled_model_copies_a_new_name);
+    RUN(test_runaway_first_turn_answered_again);
     return check_summary();
 }

@@ -279,6 +279,7 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->ask_again = opt->ask_again >= 0;
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
+    s->grounded_chosen = opt->grounded_decoding != 0;
     if (opt->grounded_decoding != 0) s->grounded = opt->grounded_decoding > 0;
     else s->grounded = s->strict ? 0 : NEEDLE_GROUNDED_DECODING_DEFAULT;
     nd_buf_init(&s->heard);
@@ -554,20 +555,27 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&r.reasoning);
     nd_buf_init(&r.calls);
     rc = nd_decode_turn(s, max_new, &cells_ok, &r, err);
-    if (!rc && r.fail_code == NEEDLE_ELIMIT && s->grounded && first_turn && kind == ND_TURN_USER) {
+    if (!rc && r.fail_code == NEEDLE_ELIMIT && !s->answering_again && first_turn && kind == ND_TURN_USER &&
+        (s->grounded || !s->grounded_chosen)) {
         /* Copying can push a small model off its track until it runs out of
-         * tokens (call after call of copied words).  The first turn of a
-         * conversation is answered again without the constraint: the cache
-         * then holds only that turn, so starting over loses nothing (a turn
-         * that fails both ways costs twice). */
+         * tokens (call after call of copied words), and so can free values
+         * (a string that repeats pieces of a name: "Siobhán" as "Sánánesnes...").
+         * The first turn of a conversation is answered again once with the
+         * other decoding (free values after copying; copying after free values
+         * unless the caller turned it off): the cache then holds only that
+         * turn, so starting over loses nothing (a turn that fails both ways
+         * costs twice). */
         nd_buf_free(&r.reasoning);
         nd_buf_free(&r.calls);
         s->started = 0;
         s->pending.len = 0;
-        s->grounded = 0;
+        int grounded = s->grounded;
+        s->grounded = !grounded;
+        s->answering_again = 1;
         s->hold_selection = keep_selection; /* a restarted conversation keeps its tools */
         rc = nd_session_turn(s, kind, text, max_new_tokens, envelope, err);
-        s->grounded = 1;
+        s->answering_again = 0;
+        s->grounded = grounded;
         return rc;
     }
     if (!rc && !r.fail_code) {

@@ -98,6 +98,9 @@ struct needle_session {
     int ask_again;         /* a first request answered with no call is asked again (ask_again.h) */
     int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
                               facts (grammar.h, nd_grammar_set_copy_source), set anew each turn */
+    int grounded_chosen;   /* the caller set grounded decoding on or off (not the default) */
+    int answering_again;   /* a first turn that ran out of tokens is being answered with the other
+                              decoding (nd_session_turn): it is not answered a third time */
     nd_buf heard;          /* this conversation's user texts and tool results, for the grounding checks */
     char *last_request;    /* the latest user text (negation is judged on it) */
     nd_mask_cache *masks;
