@@ -1,6 +1,6 @@
 /* repair_check.h - what the value-repair tests share (test_name_span,
  * test_said_choice, test_clock_time, test_said_number, test_said_quantity,
- * test_said_date, test_said_list, test_said_colour, test_near_duplicate): run one repair or
+ * test_said_date, test_said_list, test_said_colour, test_near_duplicate): run one repair, check or
  * dropping rule on a call list and show the result, and
  * send requests to the bundled model through the public API. */
 #ifndef REPAIR_CHECK_H
@@ -39,6 +39,38 @@ static inline const char *repair_apply(const char *tools_json, const char *calls
         if (n >= 0 && n == np && b.data && paths.data) snprintf(out, sizeof out, "%s|%s", b.data, paths.data);
         nd_buf_free(&paths);
         nd_buf_free(&b);
+    }
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return out;
+}
+
+/* A check that names one argument outside the schema without changing the
+ * calls (nd_clock_time_outside, nd_colour_outside, nd_choice_outside): the
+ * "tool.key" it wrote to outside, "" when none. */
+typedef int (*outside_fn)(nd_json *calls, const nd_json *tools, const char *request, char *outside, size_t outside_size);
+
+/* The "tool.key" the check names for calls and request under tools ("" for
+ * none); "(error)" when a text does not parse, and a note when the check
+ * changed the calls or its return value disagrees with what it wrote. */
+static inline const char *outside_apply(const char *tools_json, const char *calls_json, const char *request, outside_fn fn)
+{
+    static char out[260];
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    snprintf(out, sizeof out, "(error)");
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(tools_json, strlen(tools_json), NULL, &tools, &err) == 0) {
+        nd_buf before, after;
+        nd_buf_init(&before);
+        nd_buf_init(&after);
+        nd_json_write(&before, calls, 0);
+        int r = fn(calls, tools, request, out, sizeof out);
+        nd_json_write(&after, calls, 0);
+        if (r != (out[0] != '\0') || !before.data || !after.data || strcmp(before.data, after.data))
+            snprintf(out, sizeof out, "(changed the calls, or returned %d with that name)", r);
+        nd_buf_free(&before);
+        nd_buf_free(&after);
     }
     nd_json_free(calls);
     nd_json_free(tools);

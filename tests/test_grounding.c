@@ -229,21 +229,27 @@ static const char *PH_TOOLS =
     "\"properties\":{\"track\":{\"type\":\"string\"},\"playlist\":{\"type\":\"string\"}},"
     "\"required\":[\"track\",\"playlist\"]}}}]";
 
-static char *missing_list(const char *calls_json)
+/* The missing list nd_grounding_check reports for calls under tools, what was
+ * heard and the latest request (strdup'ed; NULL on an error). */
+static char *missing_for_tools(const char *tools_json, const char *calls_json, const char *heard, const char *request)
 {
     nd_json *calls = NULL, *tools = NULL;
     needle_error e;
     char *out = NULL;
     if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &e) == 0 &&
-        nd_json_parse(PH_TOOLS, strlen(PH_TOOLS), NULL, &tools, &e) == 0) {
+        nd_json_parse(tools_json, strlen(tools_json), NULL, &tools, &e) == 0) {
         nd_grounding g;
-        if (nd_grounding_check(calls, tools, "whatever was said", "whatever was said", NULL, NULL, &g) == 0)
-            out = strdup(g.missing.data);
+        if (nd_grounding_check(calls, tools, heard, request, NULL, NULL, &g) == 0) out = strdup(g.missing.data);
         nd_grounding_free(&g);
     }
     nd_json_free(calls);
     nd_json_free(tools);
     return out;
+}
+
+static char *missing_list(const char *calls_json)
+{
+    return missing_for_tools(PH_TOOLS, calls_json, "whatever was said", "whatever was said");
 }
 
 #define EXPECT_MISSING(calls, want)                                                           \
@@ -301,18 +307,7 @@ static const char *NUM_TOOLS =
 
 static char *missing_for(const char *calls_json, const char *heard, const char *request)
 {
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error e;
-    char *out = NULL;
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &e) == 0 &&
-        nd_json_parse(NUM_TOOLS, strlen(NUM_TOOLS), NULL, &tools, &e) == 0) {
-        nd_grounding g;
-        if (nd_grounding_check(calls, tools, heard, request, NULL, NULL, &g) == 0) out = strdup(g.missing.data);
-        nd_grounding_free(&g);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return missing_for_tools(NUM_TOOLS, calls_json, heard, request);
 }
 
 #define EXPECT_MISSING_SAID(calls, request, want)                                                            \

@@ -180,29 +180,10 @@ static void test_envelope_reports_the_added_choice(void)
     needle_free(env);
 }
 
-/* The "tool.key" nd_choice_outside names ("" for none; a note when the calls changed). */
+/* The "tool.key" nd_choice_outside names ("" for none). */
 static const char *choice_outside_of(const char *calls_json, const char *request)
 {
-    static char out[260];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf before, after;
-        nd_buf_init(&before);
-        nd_buf_init(&after);
-        nd_json_write(&before, calls, 0);
-        int r = nd_choice_outside(calls, tools, request, out, sizeof out);
-        nd_json_write(&after, calls, 0);
-        if (r != (out[0] != '\0') || !before.data || !after.data || strcmp(before.data, after.data))
-            snprintf(out, sizeof out, "(changed the calls, or returned %d with that name)", r);
-        nd_buf_free(&before);
-        nd_buf_free(&after);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return outside_apply(TOOLS, calls_json, request, nd_choice_outside);
 }
 
 #define CHOICE_OUTSIDE(calls, req, want) \

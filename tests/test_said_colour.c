@@ -18,29 +18,10 @@ static const char *TOOLS =
     "{\"name\":\"set_mode\",\"parameters\":{\"type\":\"object\",\"properties\":{\"mode\":{\"type\":\"string\","
     "\"enum\":[\"eco\",\"red alert\"]}}}}]";
 
-/* The "tool.key" nd_colour_outside names ("" for none; a note when the calls changed). */
+/* The "tool.key" nd_colour_outside names ("" for none). */
 static const char *outside_of(const char *calls_json, const char *request)
 {
-    static char out[260];
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    snprintf(out, sizeof out, "(error)");
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0) {
-        nd_buf before, after;
-        nd_buf_init(&before);
-        nd_buf_init(&after);
-        nd_json_write(&before, calls, 0);
-        int r = nd_colour_outside(calls, tools, request, out, sizeof out);
-        nd_json_write(&after, calls, 0);
-        if (r != (out[0] != '\0') || !before.data || !after.data || strcmp(before.data, after.data))
-            snprintf(out, sizeof out, "(changed the calls, or returned %d with that name)", r);
-        nd_buf_free(&before);
-        nd_buf_free(&after);
-    }
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return out;
+    return outside_apply(TOOLS, calls_json, request, nd_colour_outside);
 }
 
 #define OUTSIDE(calls, req, want) CHECKF(strcmp(outside_of(calls, req), want) == 0, "%s -> %s, want %s", req, outside_of(calls, req), want)
