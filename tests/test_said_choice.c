@@ -154,12 +154,17 @@ static void test_unsaid_choices_dropped(void)
         const char *got = kept(tools, cases[i].args, cases[i].request);
         CHECKF(strcmp(got, cases[i].want) == 0, "%s / %s -> %s", cases[i].args, cases[i].request, got);
     }
-    /* two calls: left alone */
+    /* two calls: each loses the choices the request never says, and keeps the ones it says anywhere */
     nd_json *calls = NULL, *t = NULL;
     needle_error err;
-    const char *two = "[{\"name\":\"t\",\"arguments\":{\"unit\":\"celsius\"}},{\"name\":\"t\",\"arguments\":{}}]";
+    const char *two = "[{\"name\":\"t\",\"arguments\":{\"unit\":\"celsius\"}},{\"name\":\"t\",\"arguments\":{\"unit\":\"celsius\"}}]";
     if (nd_json_parse(two, strlen(two), NULL, &calls, &err) == 0 && nd_json_parse(tools, strlen(tools), NULL, &t, &err) == 0)
-        CHECK(nd_drop_unsaid_choices(calls, t, "nothing said") == 0);
+        CHECK(nd_drop_unsaid_choices(calls, t, "nothing said") == 2 && nd_json_get(&calls->items[0], "arguments")->count == 0 &&
+              nd_json_get(&calls->items[1], "arguments")->count == 0);
+    nd_json_free(calls);
+    calls = NULL;
+    if (nd_json_parse(two, strlen(two), NULL, &calls, &err) == 0)
+        CHECK(nd_drop_unsaid_choices(calls, t, "20 celsius here and there") == 0);
     nd_json_free(calls);
     nd_json_free(t);
 }

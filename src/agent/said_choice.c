@@ -229,29 +229,38 @@ static int says_generously(const words *text, const char *value, size_t n)
     return says_currency(text, value, n);
 }
 
-int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *request)
+/* Drop the unsaid optional choices of one call (nd_drop_unsaid_choices). */
+static int drop_unsaid_in(nd_one_call c, const words *req)
 {
-    nd_one_call c;
-    if (!request || !nd_repair_one_call(calls, tools, &c)) return 0;
-    words req;
-    if (words_of(&req, request, strlen(request))) return -1;
     int dropped = 0;
     for (size_t k = 0; k < c.args->count;) {
         const nd_json *v = &c.args->items[k], *schema = nd_json_get(c.props, c.args->keys[k]);
         const nd_json *t = schema ? nd_json_get(schema, "type") : NULL, *e = schema ? nd_json_get(schema, "enum") : NULL;
         int choice = v->type == ND_JSON_STRING && !memchr(v->str, 0, v->len) && t && t->type == ND_JSON_STRING &&
                      !strcmp(t->str, "string") && e && !nd_schema_required(c.params, c.args->keys[k]);
-        int said = choice ? says_generously(&req, v->str, v->len) : 1;
-        if (said < 0) {
-            free(req.low);
-            return -1;
-        }
+        int said = choice ? says_generously(req, v->str, v->len) : 1;
+        if (said < 0) return -1;
         if (!said) {
             nd_json_object_remove(c.args, k);
             dropped++;
         } else {
             k++;
         }
+    }
+    return dropped;
+}
+
+int nd_drop_unsaid_choices(nd_json *calls, const nd_json *tools, const char *request)
+{
+    if (!request || !calls || calls->type != ND_JSON_ARRAY) return 0;
+    words req;
+    if (words_of(&req, request, strlen(request))) return -1;
+    int dropped = 0;
+    for (size_t i = 0; i < calls->count && dropped >= 0; i++) {
+        nd_one_call c;
+        if (!nd_repair_call_at(calls, i, tools, &c)) continue;
+        int d = drop_unsaid_in(c, &req);
+        dropped = d < 0 ? -1 : dropped + d;
     }
     free(req.low);
     return dropped;

@@ -38,8 +38,10 @@ int nd_add_said_choices(nd_json *calls, const nd_json *tools, const char *reques
 /* The other way round: the models also add optional choices nobody asked
  * for ("put the heat on at 23 degrees" -> "unit": "celsius", "show my
  * weather for Joakimeid" -> "unit": "celsius", "set auto to twenty-nine" ->
- * "zone": "all").  In a turn with one call, an optional string enum argument
- * whose value the latest request does not say is dropped from the call.
+ * "zone": "all").  In every call of the turn (since 2026-12-06, evening: two
+ * calls too, "set the thermostat to 20 and turn on the hallway lights" ->
+ * "unit": "celsius"), an optional string enum argument whose value the
+ * latest request does not say anywhere is dropped from its call.
  * Said here, generously: the value's words (ASCII case ignored, '_' a
  * space), or one-word value's "-s", "-ed"/"-d" or "-ing" form; "fahrenheit"
  * and "celsius" also by F or C after a number, "°" or "degrees"; a currency
