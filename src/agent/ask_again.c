@@ -22,13 +22,6 @@ static const char *const FUNCTION_WORDS[] = {"the",  "a",    "an",  "my", "our",
                                              "we",   "you",  "it",  "please", "if", "off", "up",   "down", "so",
                                              "then", NULL};
 
-static int in_list(const char *w, const char *const *list)
-{
-    for (; *list; list++)
-        if (!strcmp(w, *list)) return 1;
-    return 0;
-}
-
 static int is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -53,9 +46,9 @@ static int function_word_value(const char *v)
     char w[16][16];
     int n = nd_lower_words(v, w, NULL, 16);
     if (n == 0 || n == 16) return 0;
-    if (in_list(w[n - 1], FUNCTION_WORDS)) return 1;
+    if (nd_word_listed(w[n - 1], FUNCTION_WORDS)) return 1;
     for (int i = 0; i < n; i++)
-        if (!in_list(w[i], FUNCTION_WORDS)) return 0;
+        if (!nd_word_listed(w[i], FUNCTION_WORDS)) return 0;
     return 1;
 }
 
@@ -97,7 +90,7 @@ static int unknown_choice_named(const char (*rw)[16], int n, const nd_json *prop
                 for (int j = i - 1; j <= i + 1; j += 2) {
                     if (j < 0 || j >= n) continue;
                     const char *x = rw[j];
-                    if (strlen(x) <= 2 || in_list(x, FUNCTION_WORDS) || in_list(x, NEUTRAL) || !strcmp(x, kw[a]) ||
+                    if (strlen(x) <= 2 || nd_word_listed(x, FUNCTION_WORDS) || nd_word_listed(x, NEUTRAL) || !strcmp(x, kw[a]) ||
                         enum_word(e, x))
                         continue;
                     return 1;

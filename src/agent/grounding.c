@@ -483,19 +483,27 @@ typedef struct walker {
     nd_grounding *g;
 } walker;
 
+/* Is path (as its JSON string) in the JSON array being built in b?  An out
+ * of memory is noted in *oom. */
+static int path_listed(const nd_buf *b, const char *path, nd_buf *q, int *oom)
+{
+    nd_buf_init(q);
+    nd_json_write_string(q, path, strlen(path), 0);
+    if (q->oom) *oom = 1;
+    return q->data && b->data && strstr(b->data, q->data) != NULL;
+}
+
 /* Add path to the JSON array being built in b (count *n), each path once. */
 static void add_path(nd_buf *b, int *n, const char *path)
 {
     nd_buf q;
-    nd_buf_init(&q);
-    nd_json_write_string(&q, path, strlen(path), 0);
-    int seen = q.data && b->data && strstr(b->data, q.data) != NULL;
-    if (!seen) {
+    int oom = 0;
+    if (!path_listed(b, path, &q, &oom)) {
         nd_buf_putc(b, *n ? ',' : '[');
         nd_buf_append(b, q.data ? q.data : "", q.len);
         (*n)++;
     }
-    if (q.oom) b->oom = 1;
+    if (oom) b->oom = 1;
     nd_buf_free(&q);
 }
 
@@ -770,10 +778,7 @@ static void required_number_unsaid(nd_grounding *g, const heard *req, const nd_j
         char path[260];
         snprintf(path, sizeof path, "%s.%s", tool, key);
         nd_buf q;
-        nd_buf_init(&q);
-        nd_json_write_string(&q, path, strlen(path), 0);
-        int flagged = q.data && strstr(g->ungrounded.data, q.data) != NULL;
-        if (q.oom) g->missing.oom = 1;
+        int flagged = path_listed(&g->ungrounded, path, &q, &g->missing.oom);
         nd_buf_free(&q);
         if (flagged) add_path(&g->missing, &g->n_missing, path);
     }

@@ -288,13 +288,6 @@ static const char *const NOT_A_CHOICE[] = {
     "which", "what", "any", "some", "every", "each", "right", "correct", "then", "so", "off", "up", "down",
     "set", "change", "switch", "put", "turn", "use", "make", "get", "start", "choose", "pick", "select", NULL};
 
-static int listed(const char *w, const char *const *list)
-{
-    for (; *list; list++)
-        if (!strcmp(w, *list)) return 1;
-    return 0;
-}
-
 /* Is w (lowered) a value of the enum, a word of one, or a stem of one ("heating" for "heat")? */
 static int near_enum_value(const nd_json *e, const char *w)
 {
@@ -331,8 +324,8 @@ int nd_choice_outside(nd_json *calls, const nd_json *tools, const char *request,
             if (strlen(kw[j]) < 4) continue;
             for (int i = 0; i < n && !found; i++) {
                 if (strcmp(w[i], kw[j])) continue;
-                int cand = i > 0 && !listed(w[i - 1], NOT_A_CHOICE) ? i - 1 : -1;
-                if (cand < 0 && i + 1 < n && !listed(w[i + 1], NOT_A_CHOICE)) cand = i + 1;
+                int cand = i > 0 && !nd_word_listed(w[i - 1], NOT_A_CHOICE) ? i - 1 : -1;
+                if (cand < 0 && i + 1 < n && !nd_word_listed(w[i + 1], NOT_A_CHOICE)) cand = i + 1;
                 if (cand < 0) continue;
                 const char *x = w[cand];
                 if (strlen(x) < 3 || near_enum_value(e, x)) continue;

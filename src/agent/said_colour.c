@@ -19,14 +19,7 @@ static const char *const SHADES[] = {"gold", "golden", "silver", "turquoise", "m
                                      "periwinkle", "salmon", "ivory", "bronze", "copper", "plum", "cyan", "azure",
                                      "cobalt", "jade", "rose", "ruby", "sapphire", NULL};
 
-static int in_list(const char *w, const char *const *list)
-{
-    for (; *list; list++)
-        if (!strcmp(w, *list)) return 1;
-    return 0;
-}
-
-static int colour_word(const char *w) { return in_list(w, BASIC) || in_list(w, SHADES); }
+static int colour_word(const char *w) { return nd_word_listed(w, BASIC) || nd_word_listed(w, SHADES); }
 
 /* Does some value of the enum hold w as a whole word (case ignored)? */
 static int enum_has_word(const nd_json *e, const char *w)

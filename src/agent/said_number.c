@@ -101,6 +101,13 @@ int nd_number_in_words(char (*w)[16], int n, int i, int *next)
     return v;
 }
 
+int nd_word_listed(const char *w, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(w, *list)) return 1;
+    return 0;
+}
+
 int nd_lower_words(const char *text, char (*w)[16], size_t *ends, int cap)
 {
     int n = 0;

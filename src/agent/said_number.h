@@ -36,6 +36,8 @@ int nd_numbers_said(const char *request, double *out, int cap);
  * the byte after word i.  Returns how many. */
 int nd_lower_words(const char *text, char (*w)[16], size_t *ends, int cap);
 
+/* Is the lowered word w one of list (NULL-terminated)? */
+int nd_word_listed(const char *w, const char *const *list);
 /* A number written in words starting at w[i] ("twenty five", "a hundred
  * and fifty", "seven"): its value, with *next the word after it; -1 when
  * w[i] starts none ("a" alone is not one). */

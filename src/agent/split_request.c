@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "agent/said_number.h"
+
 static int lower(int c)
 {
     return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
@@ -55,13 +57,6 @@ static void word_after(const char *text, size_t len, size_t begin, char *out, si
     size_t n = e - b < cap - 1 ? e - b : cap - 1;
     for (size_t k = 0; k < n; k++) out[k] = (char)lower((unsigned char)text[b + k]);
     out[n] = '\0';
-}
-
-static int in_list(const char *w, const char *const *list)
-{
-    for (; *list; list++)
-        if (!strcmp(w, *list)) return 1;
-    return 0;
 }
 
 /* Is a sentence ending at text[i] ('.', '!' or '?' followed by a space)? */
@@ -190,7 +185,7 @@ static int join_at(const char *text, size_t len, size_t i, const join *j, size_t
             !is_space((unsigned char)text[i + 1]))
             return 0;
         word_before(text, i, w, sizeof w);
-        if (in_list(w, TITLES)) return 0;
+        if (nd_word_listed(w, TITLES)) return 0;
         break;
     default: {
         if (!word_at(text, len, i, j->first)) return 0;
@@ -206,7 +201,7 @@ static int join_at(const char *text, size_t len, size_t i, const join *j, size_t
             if (!strcmp(j->first, "then") || !strcmp(j->first, "also"))
                 if (!strcmp(w, "and")) return 0;
             if (!strcmp(j->first, "and")) {
-                if (in_list(w, NUMBER_SCALES)) return 0; /* "one hundred and five" */
+                if (nd_word_listed(w, NUMBER_SCALES)) return 0; /* "one hundred and five" */
                 char next[16];
                 word_after(text, len, e, next, sizeof next);
                 if (!strcmp(next, "then") || !strcmp(next, "also")) return 0;
@@ -245,7 +240,7 @@ int nd_split_points(const char *request, const nd_json *calls, nd_split_point *o
                 continue;
             char w[16];
             word_after(request, len, p.right_begin, w, sizeof w);
-            if (in_list(w, QUALIFIERS)) continue;
+            if (nd_word_listed(w, QUALIFIERS)) continue;
             if (inside_quotes(request, mb)) continue;
             if (cut_through_value(request, len, calls, p.left_end, p.right_begin)) continue;
             out[n++] = p;
