@@ -205,6 +205,20 @@ static void test_the_bundled_model_answers_in_parts(void)
     char *field = send_first(0, "can you please turn the lights on in the upstairs conservatory and brightness 100 percent");
     CHECKF(field && !strstr(field, "\"room\":\"brightness\""), "%s", field ? field : "(none)");
     needle_free(field);
+    /* two calls: the parts check the model's values ("twenty-eight point five"
+     * read as 21.5, the 21 taken from the alarm's time) */
+    char *both = send_first(0, "set an alarm at 21:15, then set the thermostat to 28.5");
+    CHECKF(both && strstr(both, "\"function_calls\":[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"21:15\"}},"
+                              "{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":28.5}}]") &&
+               strstr(both, "\"split\":[\"set an alarm at 21:15\",\"set the thermostat to 28.5\"]"),
+           "%s", both ? both : "(none)");
+    needle_free(both);
+    /* two calls and a side that only names an object ("the lower basement
+     * lights"): answered alone it has no action, so the model's calls stand */
+    char *objects = send_first(0, "Could you please turn on the little laundry room and the lower basement lights thanks");
+    CHECKF(objects && strstr(objects, "\"split\":[]") && !strstr(objects, "\"on\":false"), "%s",
+           objects ? objects : "(none)");
+    needle_free(objects);
     /* a request with no join is left to the model */
     char *one = send_first(0, "turn on the hallway lights");
     CHECKF(one && strstr(one, "\"split\":[]"), "%s", one ? one : "(none)");

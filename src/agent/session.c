@@ -749,13 +749,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 r.calls.len = 0; /* the envelope says [] */
             }
             /* a second look at a first request (the parts share a scratch session):
-             * answered with one call or none, one that asks for two things or one
+             * answered with two calls or fewer, one that asks for two things or one
              * action on two objects is answered part by part (split_turn.h); answered
              * with no call, it is asked again (ask_again.h) */
             int second_look = first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
                               calls->type == ND_JSON_ARRAY;
             int taken = 0;
-            if (second_look && s->split && calls->count <= 1) {
+            if (second_look && s->split && calls->count <= 2) {
                 taken = nd_answer_in_parts(s, s->last_request, calls, completed.data, confidence, max_new, &split, err);
                 split_taken = taken > 0;
             }

@@ -240,6 +240,42 @@ static int answer_other_object(needle_session *s, needle_session *scratch, const
     return rc ? rc : taken;
 }
 
+/* Does the side start with a word that carries on a noun phrase ("... the
+ * kitchen and the living room lights")?  A side like that is an object of the
+ * other side's action, not a request of its own. */
+static int starts_with_determiner(const char *side, size_t len)
+{
+    static const char *const DETERMINERS[] = {"the", "a", "an", "my", "our", "your", "his", "her", "their", "this",
+                                              "that", "these", "those", NULL};
+    size_t n = 0;
+    while (n < len && ((side[n] >= 'a' && side[n] <= 'z') || (side[n] >= 'A' && side[n] <= 'Z'))) n++;
+    for (int i = 0; DETERMINERS[i]; i++)
+        if (strlen(DETERMINERS[i]) == n && !strncasecmp(side, DETERMINERS[i], n)) return 1;
+    return 0;
+}
+
+/* Do the merged calls name the same tools as the whole answer, as many times
+ * each? */
+static int same_tools(const nd_json *whole, const char *merged)
+{
+    nd_json *m = NULL;
+    needle_error perr;
+    if (nd_json_parse(merged, strlen(merged), NULL, &m, &perr) != 0) return 0;
+    int same = array_count(m) == array_count(whole);
+    for (size_t i = 0; same && i < whole->count; i++) {
+        const nd_json *name = nd_json_get(&whole->items[i], "name");
+        size_t in_whole = 0, in_merged = 0;
+        for (size_t k = 0; name && name->type == ND_JSON_STRING && k < whole->count; k++) {
+            const nd_json *w = nd_json_get(&whole->items[k], "name"), *g = nd_json_get(&m->items[k], "name");
+            in_whole += w && w->type == ND_JSON_STRING && !strcmp(w->str, name->str);
+            in_merged += g && g->type == ND_JSON_STRING && !strcmp(g->str, name->str);
+        }
+        same = name && in_whole == in_merged;
+    }
+    nd_json_free(m);
+    return same;
+}
+
 int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *calls, const char *whole_completed,
                        double whole_confidence, int max_new_tokens, nd_split_answer *out, needle_error *err)
 {
@@ -256,8 +292,12 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
     int rc = nd_scratch_open(s, max_new_tokens, &scratch, err);
     if (rc) return rc == NEEDLE_ENOMEM ? rc : 0; /* (the session's own options opened it once) */
     int ascii = nd_chat_json_ascii(s->model->layout), taken = 0;
+    /* the model wrote two calls or more: the parts check its values, so a cut
+     * must leave a request on each side and give the same tools back */
+    int recheck = array_count(calls) >= 2;
     for (int p = 0; p < n_points && !taken && !rc; p++) {
         const nd_split_point *pt = &points[p];
+        if (recheck && starts_with_determiner(request + pt->right_begin, pt->right_end - pt->right_begin)) continue;
         nd_json *left = nd_scratch_answer(scratch, request + pt->left_begin, pt->left_end - pt->left_begin, max_new_tokens,
                                     &rc, err);
         nd_json *right = left && !rc ? nd_scratch_answer(scratch, request + pt->right_begin,
@@ -265,7 +305,10 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
                                      : NULL;
         if (left && right) {
             out->calls.len = 0;
-            if (merge_calls(left, right, ascii, &out->calls) >= 2) {
+            int merged = merge_calls(left, right, ascii, &out->calls);
+            nd_buf_putc(&out->calls, '\0');
+            out->calls.len--;
+            if (merged >= 2 && !out->calls.oom && (!recheck || same_tools(calls, out->calls.data))) {
                 taken = 1;
                 merge_completed(completed_of(left), completed_of(right), ascii, &out->completed);
                 out->confidence = lower_confidence(lower_confidence(NAN, left), right);

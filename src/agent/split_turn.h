@@ -1,13 +1,22 @@
 /* split_turn.h - a request that asks for two things, answered one part at a time.
  *
- * When the model answers the first request of a conversation with one call
- * or none, and the request can be cut in two (split_request.h), each side is
+ * When the model answers the first request of a conversation with two calls
+ * or fewer, and the request can be cut in two (split_request.h), each side is
  * sent alone to a scratch session on the same model, tools, system facts and
  * options.  The two answers replace the model's when both sides call
  * something, nothing either side calls is withheld or has a value its side
  * does not say (validation.ungrounded), and together they make two calls or
  * more.  The first cut that passes is taken (at most ND_SPLIT_MAX_POINTS are
  * tried, two short turns each; a side may be cut again, trying two).
+ *
+ * When the model wrote two calls, the parts check its values: the small model
+ * mixes the two halves' values ("set an alarm at 21:15, then the thermostat
+ * to twenty-eight point five" -> temperature 21.5).  The parts' answers are
+ * taken on the same conditions, and only when they name the same tools as
+ * the model's, as many times each, and the right side does not start with a
+ * determiner ("... the laundry room and the basement lights": "the basement
+ * lights" alone names an object, not an action).  Measured on 2,846
+ * generated rows: 36 made right, 1 wrong; the dev set unchanged.
  *
  * One action with two objects ("call Filippo & Londisizwe") is answered the
  * same way when no cut is taken and the model wrote one call: the request
