@@ -78,6 +78,26 @@ static void test_written_or_added(void)
           "[{\"name\":\"tag\",\"arguments\":{\"label\":\"work\"}}]|[]");
     FIXES("[{\"name\":\"add_event\",\"arguments\":{\"note\":\"x\"}}]", "an event note called retro",
           "[{\"name\":\"add_event\",\"arguments\":{\"note\":\"x\",\"Title\":\"retro\"}}]|[\"add_event.Title\"]");
+    /* "for" and what follows only add a label the call left out */
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"16:10\"}}]",
+          "alarm at ten past four in the afternoon for school pickup",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"16:10\",\"label\":\"school pickup\"}}]"
+          "|[\"set_alarm.label\"]");
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"08:05\"}}]",
+          "adjust an alarm on Mondays at 8:05 in the morning for The Machine Affair, would you?",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"08:05\",\"label\":\"The Machine Affair\"}}]"
+          "|[\"set_alarm.label\"]");
+    /* ... not one said when ("for 7", "for tomorrow", "for the morning"), not a second "for" */
+    static const char *const WHEN[] = {"an alarm for 7", "an alarm for tomorrow at 7", "an alarm for Monday at 7",
+                                       "an alarm for the morning at 7", "an alarm for half past six",
+                                       "an alarm for minus 5", "an alarm for me at 7",
+                                       "an alarm for gym for 7", NULL};
+    for (int i = 0; WHEN[i]; i++)
+        FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\"}}]", WHEN[i],
+              "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\"}}]|[]");
+    /* ... and never replaces one the call has */
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"x\"}}]", "an alarm at 7 for gym class",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"x\"}}]|[]");
     const char *two = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"05:00\"}},"
                       "{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:00\"}}]";
     char want[256];

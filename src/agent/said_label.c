@@ -65,13 +65,61 @@ static char *copy_span(const char *text, size_t b, size_t e)
     return nd_copy_text_span(text, b, e);
 }
 
+/* Words after "for" that say when, not what ("for 7", "for tomorrow",
+ * "for Monday", "for the morning"). */
+static const char *const WHEN_WORDS[] = {
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen",
+    "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty",
+    "half", "quarter", "noon", "midnight", "midday", "today", "tonight", "tomorrow", "me", "my", "us", "a", "an",
+    "every", "each", "minus", "weekdays", "weekends", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+    "sunday", "mondays", "tuesdays", "wednesdays", "thursdays", "fridays", "saturdays", "sundays", "january",
+    "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
+    "morning", "afternoon", "evening", "night", "later", "now", "it", "this", "next", "all", NULL};
+static const char *const WHEN_AFTER_THE[] = {"morning", "afternoon", "evening", "night", "weekend", "weekdays",
+                                             "day", "week", "next", NULL};
+
+static int word_listed_at(const char *text, size_t len, size_t i, const char *const *list)
+{
+    for (const char *const *w = list; *w; w++)
+        if (word_at(text, len, i, *w)) return 1;
+    return 0;
+}
+
+/* The one "for" followed by what (not when), or 0. */
+static size_t after_for(const char *text, size_t len)
+{
+    size_t found = 0;
+    int count = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!word_at(text, len, i, "for")) continue;
+        count++;
+        size_t k = i + 3;
+        while (k < len && is_space(text[k])) k++;
+        if (k >= len || (text[k] >= '0' && text[k] <= '9') || word_listed_at(text, len, k, WHEN_WORDS)) continue;
+        if (word_at(text, len, k, "the")) {
+            size_t t = k + 3;
+            while (t < len && is_space(text[t])) t++;
+            if (word_listed_at(text, len, t, WHEN_AFTER_THE)) continue;
+        }
+        found = k;
+    }
+    return count == 1 ? found : 0;
+}
+
+static char *label_at(const char *request, size_t len, size_t b, int colon);
+
 char *nd_label_said(const char *request)
 {
     if (!request) return NULL;
     size_t len = strlen(request);
     int colon = 0;
     size_t b = after_marker(request, len, &colon);
-    if (!b) return NULL;
+    return b ? label_at(request, len, b, colon) : NULL;
+}
+
+/* The label of the four-word rule after b. */
+static char *label_at(const char *request, size_t len, size_t b, int colon)
+{
     if (colon) { /* a field: to the next ',' or ';' */
         size_t e = b;
         while (e < len && request[e] != ',' && request[e] != ';') e++;
@@ -118,8 +166,13 @@ int nd_fix_said_label(nd_json *calls, const nd_json *tools, const char *request,
     for (size_t k = 0; k < one.props->count && written >= 0; k++) {
         const char *key = one.props->keys[k];
         if (!label_key(key) || !nd_free_string_schema(&one.props->items[k])) continue;
-        if (!label && !(label = nd_label_said(request))) break;
         nd_json *v = (nd_json *)nd_json_get(one.args, key);
+        if (!label && !(label = nd_label_said(request))) {
+            /* "for school pickup" only adds a label the call left out: "for"
+             * also introduces places and people ("for the balcony") */
+            size_t b = v ? 0 : after_for(request, strlen(request));
+            if (!b || !(label = label_at(request, strlen(request), b, 0))) break;
+        }
         if (v && v->type == ND_JSON_STRING && v->len == strlen(label) && !memcmp(v->str, label, v->len)) continue;
         if (v && v->type == ND_JSON_STRING) {
             size_t n = strlen(label);

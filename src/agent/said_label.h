@@ -15,7 +15,18 @@
  *
  * The value said replaces the model's or is added when the call has none.
  * Measured before it was kept (docs/envelope.md): 4 of 1,809 rows made
- * right, none wrong.  Every session (session.c), after place_span.h. */
+ * right, none wrong.
+ *
+ * With none of those markers, the one "for" of the request introduces a
+ * label the call left out ("alarm at ten past four for school pickup"), read
+ * by the four-word rule above, unless what follows says when: a digit, a
+ * number word up to fifty, half, quarter, noon, midnight, a day or month
+ * name, today, tonight, tomorrow, every, morning, "the morning" and the like,
+ * or me, my, a, an, minus.  It never replaces a label the model wrote ("for"
+ * introduces places too: "lights for the balcony").  Measured on the dev set
+ * and 2,846 generated rows: 4 made right, none wrong.
+ *
+ * Every session (session.c), after place_span.h. */
 #ifndef ND_SAID_LABEL_H
 #define ND_SAID_LABEL_H
 
