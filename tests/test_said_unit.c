@@ -1,6 +1,7 @@
 /* test_said_unit.c - the temperature unit a number's symbol names is given
  * to the calls holding that number (src/agent/said_unit.h): the spellings
- * ("68F", "68 °F", "21ºC", "68 degrees F", "21 celsius"), several calls each
+ * ("68F", "68 °F", "21ºC", "68 degrees F", "21 celsius", "sixty-eight degrees
+ * F"), several calls each
  * with its own number, written over or added, what is left alone (no
  * symbol, another number, both units, letters that are words, enums
  * without the unit), and the bundled model through the public API. */
@@ -34,6 +35,13 @@ static void test_units_said(void)
     UNITS(T68, "thermostat 68 \xc2\xba" "f", F68);   /* º, lower case */
     UNITS(T68, "thermostat to 68 degrees F", F68);
     UNITS(T68, "thermostat to 68 fahrenheit", F68);
+    /* a number in words */
+    UNITS(T68, "thermostat to sixty-eight degrees F", F68);
+    UNITS("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":68.5}}]",
+          "auto temperature sixty-eight point five degrees F asap",
+          "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":68.5,\"unit\":\"Fahrenheit\"}}]"
+          "|[\"set_thermostat.unit\"]");
+    UNITS(T68, "thermostat to minus sixty-eight degrees F", KEPT);
     UNITS("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":21.5,\"unit\":\"Fahrenheit\"}}]", "heat to 21.5C",
           "[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":21.5,\"unit\":\"Celsius\"}}]|[\"set_thermostat.unit\"]");
     UNITS("[{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":21}}]", "21 centigrade",

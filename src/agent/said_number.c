@@ -160,9 +160,21 @@ int nd_numbers_said(const char *request, double *out, int cap)
         i = j;
     }
     /* words */
+    nd_word_number *said = malloc(sizeof *said * (size_t)cap);
+    int n = said ? nd_word_numbers(request, said, cap - k) : 0;
+    for (int i = 0; i < n; i++)
+        /* "one" as in "the one", "minus five", "five hours": not a value said */
+        if (!said[i].after_minus && !(said[i].value == 1 && said[i].one_word) && !converts_after(request, said[i].end))
+            out[k++] = said[i].value;
+    free(said);
+    return k;
+}
+
+int nd_word_numbers(const char *request, nd_word_number *out, int cap)
+{
     char (*w)[16] = malloc(sizeof(char[16]) * MAX_WORDS);
     size_t *ends = malloc(sizeof(size_t) * MAX_WORDS);
-    int n = w && ends ? nd_lower_words(request, w, ends, MAX_WORDS) : 0;
+    int n = w && ends && request ? nd_lower_words(request, w, ends, MAX_WORDS) : 0, k = 0;
     for (int i = 0; i < n && k < cap;) {
         int next = i, v = nd_number_in_words(w, n, i, &next);
         if (v < 0) {
@@ -179,9 +191,11 @@ int nd_numbers_said(const char *request, double *out, int cap)
             value = (v * scale + digits) / scale;
             next = j;
         }
-        /* "one" as in "the one", "minus five", "five hours": not a value said */
-        int negative = i > 0 && !strcmp(w[i - 1], "minus");
-        if (!negative && !(value == 1 && next == i + 1) && !converts_after(request, ends[next - 1])) out[k++] = value;
+        out[k].value = value;
+        out[k].end = ends[next - 1];
+        out[k].one_word = next == i + 1;
+        out[k].after_minus = i > 0 && !strcmp(w[i - 1], "minus");
+        k++;
         i = next;
     }
     free(w);

@@ -31,6 +31,17 @@
  * out (duplicates kept); returns how many. */
 int nd_numbers_said(const char *request, double *out, int cap);
 
+/* A number written in words in a request: its value, the byte after its last
+ * word, whether it is one word, whether "minus" comes right before it. */
+typedef struct {
+    double value;
+    size_t end;
+    int one_word, after_minus;
+} nd_word_number;
+/* The numbers request writes in words ("twenty five", "twenty-eight point
+ * five"), at most cap, in order; how many (0 when out of memory). */
+int nd_word_numbers(const char *request, nd_word_number *out, int cap);
+
 /* The words of text (runs of ASCII letters and inner apostrophes, lowered,
  * longer ones cut to 15 bytes) into w, at most cap; ends[i] (may be NULL) is
  * the byte after word i.  Returns how many. */

@@ -7,6 +7,7 @@
 
 #include "agent/grounding.h"
 #include "agent/repair.h"
+#include "agent/said_number.h"
 
 #define MAX_SAID 32
 
@@ -79,6 +80,17 @@ static int numbers_with_units(const char *request, number_unit *out, int cap)
             n++;
         }
         i = k - 1;
+    }
+    /* and in words: "sixty-eight point five degrees F" */
+    nd_word_number words[16];
+    int nw = nd_word_numbers(request, words, 16);
+    for (int w = 0; w < nw && n < cap; w++) {
+        int unit = unit_after(request + words[w].end);
+        if (unit && !words[w].after_minus) {
+            out[n].value = words[w].value;
+            out[n].unit = unit;
+            n++;
+        }
     }
     return n;
 }

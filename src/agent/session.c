@@ -705,6 +705,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             int grc = changed < 0 ? 0 : nd_grounding_check(calls, s->tools, s->heard.data, request, s->system, bent[0] ? bent : NULL, &g);
             if (repair && changed >= 0 && !grc) {
                 int d = nd_fix_said_number(calls, s->tools, s->last_request, g.ungrounded.data, &completed, &n_completed);
+                /* the unit said with the number now written ("sixty-eight point five degrees F") */
+                if (d > 0 && nd_fix_said_units(calls, s->tools, s->last_request, &completed, &n_completed) < 0) d = -1;
                 if (d > 0) { /* the checks again, on the number written */
                     nd_grounding_free(&g);
                     grc = nd_grounding_check(calls, s->tools, s->heard.data, request, s->system, bent[0] ? bent : NULL, &g);
