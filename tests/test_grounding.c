@@ -339,6 +339,41 @@ static void test_required_numbers_not_said_are_missing(void)
     free(got);
 }
 
+/* A required value that starts with the request's own capitalised first
+ * word: missing, unless the next word names the tool or its description. */
+static const char *OPEN_TOOLS =
+    "[{\"name\":\"send_message\",\"description\":\"Send a text message\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"recipient\":{\"type\":\"string\"},\"text\":{\"type\":\"string\"}},"
+    "\"required\":[\"recipient\",\"text\"]}},"
+    "{\"name\":\"set_lights\",\"description\":\"Turn a room's lights on or off\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"room\":{\"type\":\"string\"},\"on\":{\"type\":\"boolean\"}},\"required\":[\"room\",\"on\"]}}]";
+
+#define EXPECT_OPENING(calls, request, want)                                                                  \
+    do {                                                                                                      \
+        char *got_ = missing_for_tools(OPEN_TOOLS, calls, request, request);                                  \
+        CHECKF(got_ && !strcmp(got_, want), "%s | %s -> %s, want %s", request, calls, got_ ? got_ : "(error)", want); \
+        free(got_);                                                                                           \
+    } while (0)
+
+static void test_opening_word_is_missing(void)
+{
+    const char *tell = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Tell\",\"text\":\"running late\"}}]";
+    EXPECT_OPENING(tell, "Tell Geoffrey running late", "[\"send_message.recipient\"]");
+    EXPECT_OPENING(tell, "tell Geoffrey running late", "[]");          /* not capitalised */
+    EXPECT_OPENING(tell, "Please Tell Geoffrey running late", "[]");   /* not the first word */
+    EXPECT_OPENING("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Mom\",\"text\":\"At noon, lunch\"}}]",
+                   "At noon, text Mom lunch", "[\"send_message.text\"]"); /* the value starts with it */
+    EXPECT_OPENING("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Tellurium\",\"text\":\"hi\"}}]",
+                   "Tell Tellurium hi", "[]");                          /* a longer word is not the word */
+    /* the next word names the tool or its description: a place or a room meant */
+    const char *kitchen = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"Kitchen\",\"on\":false}}]";
+    EXPECT_OPENING(kitchen, "Kitchen lights off", "[]");
+    EXPECT_OPENING(kitchen, "Kitchen light off", "[]");
+    EXPECT_OPENING(kitchen, "Kitchen please", "[\"set_lights.room\"]");
+    EXPECT_OPENING("[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Maya\",\"text\":\"hi\"}}]",
+                   "Maya text: hi", "[]");
+}
+
 static void test_times(void)
 {
     const char *c0730 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\"}}]";
@@ -544,6 +579,7 @@ int main(void)
     RUN(test_numbers_said_outside_the_schema);
     RUN(test_placeholder_values_are_missing);
     RUN(test_required_numbers_not_said_are_missing);
+    RUN(test_opening_word_is_missing);
     RUN(test_times);
     RUN(test_dates);
     RUN(test_negation);

@@ -605,7 +605,8 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
     }
 }
 
-const nd_json *nd_tool_parameters(const nd_json *tools, const char *name)
+/* The declared tool `name` (plain or the OpenAI wrapper's "function"), or NULL. */
+static const nd_json *tool_named(const nd_json *tools, const char *name)
 {
     if (!tools || tools->type != ND_JSON_ARRAY) return NULL;
     for (size_t i = 0; i < tools->count; i++) {
@@ -614,9 +615,14 @@ const nd_json *nd_tool_parameters(const nd_json *tools, const char *name)
             const nd_json *f = nd_json_get(t, "function"); /* OpenAI form */
             if (f) { t = f; n = nd_json_get(f, "name"); }
         }
-        if (n && n->type == ND_JSON_STRING && !strcmp(n->str, name)) return nd_json_get(t, "parameters");
+        if (n && n->type == ND_JSON_STRING && !strcmp(n->str, name)) return t;
     }
     return NULL;
+}
+
+const nd_json *nd_tool_parameters(const nd_json *tools, const char *name)
+{
+    return nd_json_get(tool_named(tools, name), "parameters");
 }
 
 /* ------------------------------------------------------------------ placeholders */
@@ -700,6 +706,45 @@ static int words_inside(const nd_json *x, const nd_json *v)
     return 0;
 }
 
+/* Is the lowered word w (a plural s ignored, three letters or more) a word of
+ * the tool's description? */
+static int describes_the_tool(const nd_json *tool, const char *w)
+{
+    const nd_json *d = nd_json_get(tool, "description");
+    size_t n = strlen(w);
+    if (n > 3 && w[n - 1] == 's') n--;
+    if (!d || d->type != ND_JSON_STRING || n < 3 || memchr(d->str, 0, d->len)) return 0;
+    char dw[64][16];
+    int m = nd_lower_words(d->str, dw, NULL, 64);
+    for (int i = 0; i < m; i++) {
+        size_t k = strlen(dw[i]);
+        if (k > 3 && dw[i][k - 1] == 's') k--;
+        if (k == n && !strncmp(dw[i], w, n)) return 1;
+    }
+    return 0;
+}
+
+/* Does v start with the request's own first word, capitalised ("Tell Geoffrey
+ * running late" -> "recipient": "Tell", "Could you please ring the contact" ->
+ * "name": "Could", "Hey, how's my weather" -> "location": "Hey")?  The model
+ * took the opening word of the sentence for a name.  Not when the word after
+ * it names the tool or a word of its description: "Kitchen lights off" may
+ * well mean the room "Kitchen", "Paris weather tomorrow" the place. */
+static int opening_word(const char *request, const nd_json *v, const char *tool, const nd_json *declared)
+{
+    if (!request) return 0;
+    while (*request == ' ') request++;
+    if (!(request[0] >= 'A' && request[0] <= 'Z')) return 0;
+    size_t n = 1;
+    while ((request[n] >= 'a' && request[n] <= 'z') || (request[n] >= 'A' && request[n] <= 'Z') ||
+           (request[n] == '\'' && request[n + 1] >= 'a' && request[n + 1] <= 'z'))
+        n++;
+    if (n < 2 || v->len < n || memcmp(v->str, request, n) || (v->len > n && v->str[n] != ' ')) return 0;
+    char next[1][16];
+    if (request[n] != ' ' || nd_lower_words(request + n, next, NULL, 1) != 1) return 1;
+    return !names_the_tool(tool, next[0], strlen(next[0])) && !describes_the_tool(declared, next[0]);
+}
+
 /* A required free-text argument the model filled with a placeholder: a word
  * of the tool's own name ("room": "lights" for set_lights, "blinds" for
  * set_blinds) or the same string as another required argument ("track" and
@@ -713,7 +758,8 @@ static int words_inside(const nd_json *x, const nd_json *v)
  * The request gave no value for it, and the model wrote the nearest words
  * instead; the behaviour contract answers a required value not given with no
  * call ("missing"). */
-static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *params, const char *tool)
+static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *params, const char *tool,
+                         const char *request, const nd_json *declared)
 {
     const nd_json *req = params ? nd_json_get(params, "required") : NULL;
     const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
@@ -726,7 +772,7 @@ static void placeholders(nd_grounding *g, const nd_json *args, const nd_json *pa
                        nd_json_get(schema, "format")))
             continue; /* a closed or formatted string is not a copy */
         int placeholder = (!memchr(v->str, ' ', v->len) && names_the_tool(tool, v->str, v->len)) ||
-                          padding_only(tool, v, req, args);
+                          padding_only(tool, v, req, args) || opening_word(request, v, tool, declared);
         for (size_t o = 0; o < req->count && !placeholder; o++) {
             const nd_json *x = req->items[o].type == ND_JSON_STRING ? nd_json_get(args, req->items[o].str) : NULL;
             placeholder = x && x != v && x->type == ND_JSON_STRING && x->len == v->len && !memcmp(x->str, v->str, v->len);
@@ -892,7 +938,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
         if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
         const nd_json *params = nd_tool_parameters(tools, name->str);
         walk(&w, args, params, name->str);
-        placeholders(g, args, params, name->str);
+        placeholders(g, args, params, name->str, request, tool_named(tools, name->str));
         if (request) required_number_unsaid(g, &req, params, name->str);
         if (request && calls->count == 1 && said_outside_near_name(request, args, params, name->str, g)) rc = NEEDLE_ENOMEM;
     }

@@ -29,8 +29,11 @@
  *   missing     "tool.key" of every required free-text argument filled with
  *               a placeholder: a word of the tool's own name ("room":
  *               "lights" for set_lights) or the same string as another
- *               required argument ("track" and "playlist" both "Heroes"),
- *               and every required number or clock time (type integer or
+ *               required argument ("track" and "playlist" both "Heroes")
+ *               or starting with the request's capitalised first word
+ *               ("Tell Geoffrey ..." -> "recipient": "Tell"; not when the
+ *               next word names the tool or its description: "Kitchen
+ *               lights off"), and every required number or clock time (type integer or
  *               number, format time, a pattern taking "07:30") that is
  *               ungrounded while the latest request says no number at all:
  *               the request gave no value for it.
