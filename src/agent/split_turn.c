@@ -73,12 +73,11 @@ nd_json *nd_scratch_answer(needle_session *scratch, const char *text, size_t len
     return env;
 }
 
-/* Append the calls of both answers to out (a JSON array), each once; returns
- * how many were written. */
-static int merge_calls(const nd_json *a, const nd_json *b, int ascii, nd_buf *out)
+/* Append the calls of both answers to out (a JSON array), each once; seen
+ * (64 slots) receives the calls written; returns how many. */
+static int merge_calls(const nd_json *a, const nd_json *b, int ascii, nd_buf *out, const nd_json **seen)
 {
     const nd_json *lists[2] = {nd_json_get(a, "function_calls"), nd_json_get(b, "function_calls")};
-    const nd_json *seen[64];
     int n = 0;
     nd_buf_putc(out, '[');
     for (int l = 0; l < 2; l++)
@@ -254,25 +253,21 @@ static int starts_with_determiner(const char *side, size_t len)
     return 0;
 }
 
-/* Do the merged calls name the same tools as the whole answer, as many times
- * each? */
-static int same_tools(const nd_json *whole, const char *merged)
+/* Do the merged calls (merged[0, n)) name the same tools as the whole
+ * answer, as many times each? */
+static int same_tools(const nd_json *whole, const nd_json *const *merged, int n)
 {
-    nd_json *m = NULL;
-    needle_error perr;
-    if (nd_json_parse(merged, strlen(merged), NULL, &m, &perr) != 0) return 0;
-    int same = array_count(m) == array_count(whole);
+    int same = (size_t)n == array_count(whole);
     for (size_t i = 0; same && i < whole->count; i++) {
         const nd_json *name = nd_json_get(&whole->items[i], "name");
         size_t in_whole = 0, in_merged = 0;
         for (size_t k = 0; name && name->type == ND_JSON_STRING && k < whole->count; k++) {
-            const nd_json *w = nd_json_get(&whole->items[k], "name"), *g = nd_json_get(&m->items[k], "name");
+            const nd_json *w = nd_json_get(&whole->items[k], "name"), *g = nd_json_get(merged[k], "name");
             in_whole += w && w->type == ND_JSON_STRING && !strcmp(w->str, name->str);
             in_merged += g && g->type == ND_JSON_STRING && !strcmp(g->str, name->str);
         }
         same = name && in_whole == in_merged;
     }
-    nd_json_free(m);
     return same;
 }
 
@@ -305,10 +300,9 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
                                      : NULL;
         if (left && right) {
             out->calls.len = 0;
-            int merged = merge_calls(left, right, ascii, &out->calls);
-            nd_buf_putc(&out->calls, '\0');
-            out->calls.len--;
-            if (merged >= 2 && !out->calls.oom && (!recheck || same_tools(calls, out->calls.data))) {
+            const nd_json *merged[64];
+            int n_merged = merge_calls(left, right, ascii, &out->calls, merged);
+            if (n_merged >= 2 && (!recheck || same_tools(calls, merged, n_merged))) {
                 taken = 1;
                 merge_completed(completed_of(left), completed_of(right), ascii, &out->completed);
                 out->confidence = lower_confidence(lower_confidence(NAN, left), right);
