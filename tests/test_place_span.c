@@ -1,7 +1,7 @@
 /* test_place_span.c - a place named in part is taken whole
  * (src/agent/place_span.h): the tool's own noun dropped, a room's or area's
  * noun kept, a name cut before its possessive finished, a value outside the
- * one place the request names replaced by it, lower-case words
+ * one place the request names ("the porch", "in Tobi's bedroom") replaced by it, lower-case words
  * joined before the tool's noun or after a determiner, what never joins, the
  * keys and schemas it reads, and the bundled model end to end. */
 #include "agent/place_span.h"
@@ -82,6 +82,12 @@ static void test_the_place_named(void)
     ROOM("got", "got home: the porch lights and the balcony lights", "got");
     ROOM("got", "got home, the big old dusty hall lights", "got");   /* four words */
     ROOM("got", "got home, the Porch lights", "got");                /* not lower-case */
+    /* a name's possessive in place of "the", part of the place */
+    ROOM("lamp", "Switch on the lamp in Tobi's bedroom", "Tobi's bedroom *");
+    ROOM("So", "So, turn Nikola's room lights off!", "Nikola's room *");
+    ROOM("lights", "switch off the lights in Jon's room and also the driveway", "Jon's room *");
+    ROOM("Leila's study", "blinds in Leila's study halfway please", "Leila's study"); /* one word after it */
+    ROOM("Luis", "turn Luis Ángel's room lights on", "Luis");         /* a name of two words: unsure */
 }
 
 static void test_keys_and_schemas(void)

@@ -119,6 +119,13 @@ static int possessive_name(const char *text, span w)
     return n > 4 && !strncmp(text + w.end - 4, "\xE2\x80\x99s", 4);
 }
 
+/* Could the word be an earlier part of a name ("Luis" of "Luis Ángel's"): a capital or a non-ASCII letter first? */
+static int possessive_name_part(const char *text, span w)
+{
+    unsigned char c = (unsigned char)text[w.begin];
+    return (c >= 'A' && c <= 'Z') || c >= 0x80;
+}
+
 /* A name cut before its possessive: "Jennifer" of "in Jennifer's bedroom",
  * "Okonkwo" of "to Okonkwo's Pharmacy".  The value, found once in the
  * request and ending a word there, is followed by 's (or ’s) and one more
@@ -166,19 +173,24 @@ static int closes_clause(const char *text, const span *w, int n, int k)
 /* The one place the request names in a place's own pattern: "the|my|our W..
  * NOUN" (NOUN a word of the tool's name: "the balcony lights") or "in|for|on
  * the W.." closing a clause ("for the porch pls"), with one to three words W
- * that may join a place (joins()), the fewest that fit.  1 with its byte
- * span, 0 when there is none or two different ones. */
+ * that may join a place (joins()), the fewest that fit.  A name's possessive
+ * may stand for "the" before one word W and is then part of the place ("in
+ * Tobi's bedroom", "Ana's study lights"; not "in Leila's study halfway", nor
+ * a name of several words, "Luis Ángel's room", whose start is unsure).  1
+ * with its byte span, 0 when there is none or two different ones. */
 static int named_place(const char *text, const span *w, int n, const char *tool, size_t *s0, size_t *s1)
 {
     int found = 0;
     for (int i = 0; i + 1 < n; i++) {
-        if (!word_is(text, w[i], "the") && !word_is(text, w[i], "my") && !word_is(text, w[i], "our")) continue;
-        int prep = word_is(text, w[i], "the") && i > 0 &&
+        /* a name's possessive stands where "the" would and is part of the place ("in Tobi's bedroom") */
+        int owner = possessive_name(text, w[i]) && !(i > 0 && possessive_name_part(text, w[i - 1]));
+        if (!owner && !word_is(text, w[i], "the") && !word_is(text, w[i], "my") && !word_is(text, w[i], "our")) continue;
+        int prep = (owner || word_is(text, w[i], "the")) && i > 0 &&
                    (word_is(text, w[i - 1], "in") || word_is(text, w[i - 1], "for") || word_is(text, w[i - 1], "on"));
-        for (int e = i + 1; e < n && e <= i + 3 && joins(text, w[e], tool); e++) {
+        for (int e = i + 1; e < n && e <= i + (owner ? 1 : 3) && joins(text, w[e], tool); e++) {
             int noun_after = e + 1 < n && tool_word(text, w[e + 1], tool);
             if (!noun_after && !(prep && closes_clause(text, w, n, e + 1))) continue;
-            size_t c0 = w[i + 1].begin, c1 = w[e].end;
+            size_t c0 = owner ? w[i].begin : w[i + 1].begin, c1 = w[e].end;
             if (found && (c1 - c0 != *s1 - *s0 || memcmp(text + c0, text + *s0, c1 - c0) != 0)) return 0;
             found = 1;
             *s0 = c0;
