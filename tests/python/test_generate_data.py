@@ -609,6 +609,32 @@ def test_some_requests_say_only_the_values(tmp_path):
     assert said_as_verb
 
 
+def test_requests_typed_bare_and_messages_short_and_open(tmp_path):
+    """People type "text Maya hello there": with a filler on nearly every request and every message
+    text 18-45 characters long, no messaging request under 40 characters had a call. And with the
+    texts drawn from ~45 templates the model learnt the templates: it called send_message for "meet me
+    at X at 5pm" and refused "dinner is ready". Now about a quarter of the requests carry no filler,
+    short texts ("call me", "ok") are drawn too, and most texts are put together from parts, so they
+    use many more words."""
+    tools = os.path.join(ROOT, "models", "tools.json")
+    run_gen(tmp_path, tools, "--examples", 1200, "--seed", 9)
+    rows = [r for rs in read_rows(tmp_path).values() for r in rs]
+    filler = re.compile(r"^(please|can you|could you|would you|hey|ok|okay|um|uh|hi|yo|so|oh|hmm|right|alright|"
+                        r"kindly|yes|pls|quick one|quick question|go ahead|go on|i need|i'd like|i want|when you get|"
+                        r"is it possible|i was wondering|help me|let's|time to|don't forget|make sure|it'd be|"
+                        r"would it be|just|i'd love|you can|can i get|do me a|i think)\b", re.I)
+    ending = re.compile(r"(please|thanks|thank you|pls|cheers|for me|asap|now|thx|ty|would you\?|if you can|"
+                        r"real quick|don't forget|if you don't mind|when you can|[!.?])$", re.I)
+    singles = [r for r in rows if r["category"] == "positive" and len(r["answers"]) == 1 and "turns" not in r]
+    bare = [r for r in singles if not filler.match(r["query"]) and not ending.search(r["query"].rstrip())]
+    assert 0.15 <= len(bare) / len(singles) <= 0.6, (len(bare), len(singles))
+    texts = [c["arguments"]["text"] for r in singles for c in r["answers"] if c["name"] == "send_message"]
+    assert len(texts) >= 40 and sum(len(t) <= 15 for t in texts) >= 0.1 * len(texts), texts
+    every_text = [c["arguments"]["text"] for r in rows for c in r["answers"] if c["name"] == "send_message"]
+    words = {w for t in every_text for w in re.findall(r"\b[a-z']+\b", t)}  # lower-case words: not the names
+    assert len(words) >= 1.7 * len(every_text), (len(words), len(every_text))  # templates alone: 1.4
+
+
 def row_lengths(rows):
     p = subprocess.run([NEEDLE, "tokenize", "--model", os.path.join(ROOT, "models", "needle-default.cact"), "--rows"],
                        input="".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), capture_output=True,

@@ -74,6 +74,52 @@ MESSAGE_TEMPLATES = [
     "pls text when you get to {city}", "flight delayed, now landing at {time}", "love you, see you soon",
     "grab {product} if you pass {business}", "the package from {business} arrived", "ok, {weekday} works",
 ]
+# Short texts, as people send them: without these every generated message was 18-45 characters and the
+# model learned that a short messaging request lacks its text (it answered "text Maya hello there" with
+# no call). Kept apart from MESSAGE_TEMPLATES so that message() can pick one about a third of the time.
+SHORT_MESSAGES = [
+    "hi", "hello!", "hey you", "ok", "okay, sounds good", "yes please", "no thanks", "sure", "got it",
+    "thank you!", "thanks so much", "miss you", "love you", "good night", "sorry!",
+    "call me", "call me back", "ring me later", "where are you?", "are you up?", "are you home?",
+    "almost there", "nearly home", "home now", "just woke up", "be right there", "coming down",
+    "I'm here", "I'm outside", "I'm downstairs", "at the door", "stuck in traffic", "bus is late",
+    "train's delayed", "missed the bus", "start without me", "save me a seat", "go ahead and eat",
+    "dinner's ready", "lunch?", "coffee later?", "pizza tonight?", "movie tonight?", "all good here",
+    "congrats!!", "happy anniversary", "well done!", "get well soon", "safe travels", "drive safe",
+    "text me when you land", "let me know when you're home", "can you talk?", "busy, will call later",
+    "in a meeting", "back soon", "five more minutes", "leaving work now", "done for today",
+    "need anything from the shop?", "bring a jacket", "don't forget your keys", "lock the door",
+    "feed the dog", "the door is open", "it's raining here", "school's closed", "game's on",
+    "see you soon", "see you tonight", "meet you at {place}", "at {place}",
+    "back by {time}", "{n} minutes away", "running {n} min late", "pick me up at {time}?",
+    "on the way to {place}", "call {name}", "ask {name}", "tell {name} thanks",
+]
+# Messages built from parts, so that no list of whole texts can be learnt: with texts drawn only from
+# MESSAGE_TEMPLATES the model called send_message for "meet me at X at 5pm" and refused "dinner is
+# ready" - it had learnt the templates, not "the words after 'that' are the message".
+OPEN_SUBJECTS = ["I'm", "I am", "we're", "I'll be", "the kids are", "dad is", "mum's", "the car is", "the bus is",
+                 "my phone is", "everything's", "the shop is", "the train is", "we'll be", "grandma is", "the dog is",
+                 "the heating is", "the washing machine is", "the baby is", "the parcel is", "my boss is", "the lift is"]
+OPEN_STATES = ["at {place}", "on my way", "running late", "stuck in traffic", "almost home", "outside", "home by {time}",
+               "free after {time}", "busy until {time}", "out of {product}", "done", "leaving in {n} minutes",
+               "waiting by the {thing}", "back on {weekday}", "asleep", "at the doctor's", "still at work", "fine",
+               "broken again", "on the way to {city}", "ready", "late again", "over at {name}'s", "off today",
+               "in the garden", "upstairs", "at the gate", "parked outside {business}", "on {weekday}", "sorted"]
+OPEN_ACTIONS = ["grab {product}", "pick up the kids", "call {name}", "feed the cat", "water the plants",
+                "bring the {thing}", "lock the back door", "charge the {thing}", "move the car", "check the {thing}",
+                "buy {product}", "pay the rent", "take out the bins", "walk the dog", "turn off the oven",
+                "book a table at {business}", "save me some dinner", "wait for me", "start without me",
+                "leave the key under the mat", "text me back", "reply to {name}", "ring the landlord",
+                "send me the address", "open the garage", "pick me up from {place}", "look for the {thing}"]
+OPEN_WHEN = ["", "", "", " tonight", " tomorrow", " after work", " before {time}", " on {weekday}", " this weekend",
+             " later", " now", " at {time}", " first thing", " when you can"]
+OPEN_FRAMES = ["{subject} {state}", "{subject} {state}{when}", "can you {action}{when}?", "please {action}{when}",
+               "don't forget to {action}{when}", "remember to {action}", "could you {action}{when}", "{action}{when}",
+               "{subject} {state}, {action}{when}", "thanks for {event}", "sorry about {event}",
+               "good luck{when}", "see you{when}", "did you {action}?", "{subject} {state}. {action}?",
+               "{state}{when}", "just {action}{when}", "heads up: {subject} {state}"]
+
+
 EVENTS = ["the meeting", "practice", "the dentist", "book club", "the recital", "dinner", "the interview",
           "rehearsal", "the party", "yoga", "standup", "the game", "movie night", "the school run", "brunch"]
 THINGS = ["charger", "umbrella", "remote", "car keys", "passport", "laptop", "ladder", "bike", "dishwasher",
@@ -244,7 +290,7 @@ class Values:
                 return f.first_romanized_name()
             return _one_line({"first": f.first_name, "last": f.last_name, "city": f.city, "company": f.company,
                         "street": f.street_address, "country": f.country, "phone": f.phone_number,
-                        "word": f.word}[what]())
+                        "word": f.word, "sentence": f.sentence}[what]())
         except (AttributeError, KeyError, ValueError):
             return self._call("en_US", what) if locale != "en_US" else "Alex"
 
@@ -365,8 +411,23 @@ class Values:
 
     def message(self):
         def make():
-            return self.fill(self.rng.choice(MESSAGE_TEMPLATES))
+            r = self.rng.random()
+            if r < 0.45:
+                return self.open_message()
+            return self.fill(self.rng.choice(SHORT_MESSAGES if r < 0.7 else MESSAGE_TEMPLATES))
         return self.fresh(make)
+
+    def open_message(self):
+        """A message put together from parts (OPEN_FRAMES), or now and then a few words of Faker's."""
+        if self.rng.random() < 0.12:
+            words = self._call("en_US", "sentence").rstrip(".").split()
+            return " ".join(words[:self.rng.randint(2, 6)]).lower()
+        rng = self.rng
+        text = rng.choice(OPEN_FRAMES)
+        parts = {"subject": rng.choice(OPEN_SUBJECTS), "state": rng.choice(OPEN_STATES),
+                 "action": rng.choice(OPEN_ACTIONS), "when": rng.choice(OPEN_WHEN)}
+        text = re.sub(r"\{(subject|state|action|when)\}", lambda m: parts[m.group(1)], text)
+        return self.fill(text)
 
     def query_text(self):
         return self.fresh(lambda: self.fill(self.rng.choice(QUERY_TEMPLATES)))
