@@ -109,21 +109,20 @@ static int locate(const char *request, const span *w, int n, const char *value, 
     return found == 1;
 }
 
-/* Is the word a name's possessive: a capital (or a non-ASCII letter) first, 's or ’s last? */
-static int possessive_name(const char *text, span w)
-{
-    size_t n = w.end - w.begin;
-    unsigned char c = (unsigned char)text[w.begin];
-    if (!((c >= 'A' && c <= 'Z') || c >= 0x80)) return 0;
-    if (n > 2 && text[w.end - 2] == '\'' && text[w.end - 1] == 's') return 1;
-    return n > 4 && !strncmp(text + w.end - 4, "\xE2\x80\x99s", 4);
-}
-
-/* Could the word be an earlier part of a name ("Luis" of "Luis Ángel's"): a capital or a non-ASCII letter first? */
-static int possessive_name_part(const char *text, span w)
+/* Could the word be (a part of) a name: a capital or a non-ASCII letter first? */
+static int name_like(const char *text, span w)
 {
     unsigned char c = (unsigned char)text[w.begin];
     return (c >= 'A' && c <= 'Z') || c >= 0x80;
+}
+
+/* Is the word a name's possessive: name-like, 's or ’s last? */
+static int possessive_name(const char *text, span w)
+{
+    size_t n = w.end - w.begin;
+    if (!name_like(text, w)) return 0;
+    if (n > 2 && text[w.end - 2] == '\'' && text[w.end - 1] == 's') return 1;
+    return n > 4 && !strncmp(text + w.end - 4, "\xE2\x80\x99s", 4);
 }
 
 /* A name cut before its possessive: "Jennifer" of "in Jennifer's bedroom",
@@ -183,7 +182,7 @@ static int named_place(const char *text, const span *w, int n, const char *tool,
     int found = 0;
     for (int i = 0; i + 1 < n; i++) {
         /* a name's possessive stands where "the" would and is part of the place ("in Tobi's bedroom") */
-        int owner = possessive_name(text, w[i]) && !(i > 0 && possessive_name_part(text, w[i - 1]));
+        int owner = possessive_name(text, w[i]) && !(i > 0 && name_like(text, w[i - 1])); /* not "Luis Ángel's" */
         if (!owner && !word_is(text, w[i], "the") && !word_is(text, w[i], "my") && !word_is(text, w[i], "our")) continue;
         int prep = (owner || word_is(text, w[i], "the")) && i > 0 &&
                    (word_is(text, w[i - 1], "in") || word_is(text, w[i - 1], "for") || word_is(text, w[i - 1], "on"));
