@@ -100,7 +100,7 @@ SHORT_MESSAGES = [
 OPEN_SUBJECTS = ["I'm", "I am", "we're", "I'll be", "the kids are", "dad is", "mum's", "the car is", "the bus is",
                  "my phone is", "everything's", "the shop is", "the train is", "we'll be", "grandma is", "the dog is",
                  "the heating is", "the washing machine is", "the baby is", "the parcel is", "my boss is", "the lift is"]
-OPEN_STATES = ["at {place}", "on my way", "running late", "stuck in traffic", "almost home", "outside", "home by {time}",
+OPEN_STATES = ["at {place}", "running late", "stuck in traffic", "almost home", "outside", "home by {time}",
                "free after {time}", "busy until {time}", "out of {product}", "done", "leaving in {n} minutes",
                "waiting by the {thing}", "back on {weekday}", "asleep", "at the doctor's", "still at work", "fine",
                "broken again", "on the way to {city}", "ready", "late again", "over at {name}'s", "off today",
