@@ -630,9 +630,11 @@ def test_requests_typed_bare_and_messages_short_and_open(tmp_path):
     assert 0.15 <= len(bare) / len(singles) <= 0.6, (len(bare), len(singles))
     texts = [c["arguments"]["text"] for r in singles for c in r["answers"] if c["name"] == "send_message"]
     assert len(texts) >= 40 and sum(len(t) <= 15 for t in texts) >= 0.1 * len(texts), texts
-    every_text = [c["arguments"]["text"] for r in rows for c in r["answers"] if c["name"] == "send_message"]
-    words = {w for t in every_text for w in re.findall(r"\b[a-z']+\b", t)}  # lower-case words: not the names
-    assert len(words) >= 1.7 * len(every_text), (len(words), len(every_text))  # templates alone: 1.4
+    # the first 100 texts of all rows use 169-171 lower-case words (names aside) with seeds 9 and 4;
+    # drawn from the templates alone they used 126-146
+    first_texts = [c["arguments"]["text"] for r in rows for c in r["answers"] if c["name"] == "send_message"][:100]
+    words = {w for t in first_texts for w in re.findall(r"\b[a-z']+\b", t)}
+    assert len(first_texts) == 100 and len(words) >= 160, (len(words), len(first_texts))
 
 
 def row_lengths(rows):
