@@ -73,15 +73,18 @@ nd_json *nd_scratch_answer(needle_session *scratch, const char *text, size_t len
     return env;
 }
 
+/* The most calls a merged answer keeps (the parts' calls beyond it are dropped). */
+#define MERGED_MAX 64
+
 /* Append the calls of both answers to out (a JSON array), each once; seen
- * (64 slots) receives the calls written; returns how many. */
+ * (MERGED_MAX slots) receives the calls written; returns how many. */
 static int merge_calls(const nd_json *a, const nd_json *b, int ascii, nd_buf *out, const nd_json **seen)
 {
     const nd_json *lists[2] = {nd_json_get(a, "function_calls"), nd_json_get(b, "function_calls")};
     int n = 0;
     nd_buf_putc(out, '[');
     for (int l = 0; l < 2; l++)
-        for (size_t i = 0; i < lists[l]->count && n < 64; i++) {
+        for (size_t i = 0; i < lists[l]->count && n < MERGED_MAX; i++) {
             const nd_json *c = &lists[l]->items[i];
             int dup = 0;
             for (int k = 0; k < n && !dup; k++) dup = nd_json_equal(seen[k], c);
@@ -300,7 +303,7 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
                                      : NULL;
         if (left && right) {
             out->calls.len = 0;
-            const nd_json *merged[64];
+            const nd_json *merged[MERGED_MAX];
             int n_merged = merge_calls(left, right, ascii, &out->calls, merged);
             if (n_merged >= 2 && (!recheck || same_tools(calls, merged, n_merged))) {
                 taken = 1;

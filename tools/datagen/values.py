@@ -76,7 +76,7 @@ MESSAGE_TEMPLATES = [
 ]
 # Short texts, as people send them: without these every generated message was 18-45 characters and the
 # model learned that a short messaging request lacks its text (it answered "text Maya hello there" with
-# no call). Kept apart from MESSAGE_TEMPLATES so that message() can pick one about a third of the time.
+# no call). Kept apart from MESSAGE_TEMPLATES so that message() can pick one a quarter of the time.
 SHORT_MESSAGES = [
     "hi", "hello!", "hey you", "ok", "okay, sounds good", "yes please", "no thanks", "sure", "got it",
     "thank you!", "thanks so much", "miss you", "love you", "good night", "sorry!",
