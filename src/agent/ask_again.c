@@ -10,6 +10,7 @@
 #include "agent/said_choice.h"
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "agent/spoken_words.h"
 #include "core/error.h"
 #include "text/chat.h"
 
@@ -104,15 +105,13 @@ static int unknown_choice_named(const char (*rw)[16], int n, const nd_json *prop
 /* A month name followed by a day it does not have ("February 30th"). */
 static int impossible_date(const char *request)
 {
-    static const char *const MONTHS[] = {"january", "february", "march",     "april",   "may",      "june",
-                                         "july",    "august",   "september", "october", "november", "december"};
     static const int DAYS[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     char w[MAX_WORDS][16];
     size_t ends[MAX_WORDS];
     int n = nd_lower_words(request, w, ends, MAX_WORDS);
     for (int i = 0; i < n; i++)
         for (int m = 0; m < 12; m++) {
-            if (strcmp(w[i], MONTHS[m])) continue;
+            if (strcmp(w[i], ND_MONTH_NAMES[m])) continue;
             const char *p = request + ends[i];
             while (*p == ' ') p++;
             if (!is_digit(*p)) continue;

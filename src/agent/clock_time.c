@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/repair.h"
+#include "agent/spoken_words.h"
 
 /* ------------------------------------------------------------------ tokens */
 
@@ -100,34 +101,25 @@ static int is_word(const token *t, int i, int n, const char *w)
 
 /* ------------------------------------------------------------------ numbers in words */
 
-static const char *const SMALL[] = {"zero",    "one",     "two",       "three",    "four",    "five",    "six",
-                                    "seven",   "eight",   "nine",      "ten",      "eleven",  "twelve",  "thirteen",
-                                    "fourteen", "fifteen", "sixteen",  "seventeen", "eighteen", "nineteen"};
-static const char *const TENS[] = {"twenty", "thirty", "forty", "fifty"};
-
 /* A number written in words at t[i] ("seven", "forty five"): its value and
- * the token after it, or -1. */
+ * the token after it, or -1.  Clock times stop at fifty-nine. */
 static int word_number(const token *t, int i, int n, int *next)
 {
     if (i >= n || t[i].kind != T_WORD) return -1;
-    for (int v = 0; v < 20; v++)
-        if (!strcmp(t[i].word, SMALL[v])) {
-            *next = i + 1;
-            return v;
-        }
-    for (int k = 0; k < 4; k++)
-        if (!strcmp(t[i].word, TENS[k])) {
-            int v = 20 + 10 * k;
-            *next = i + 1;
-            if (i + 1 < n && t[i + 1].kind == T_WORD)
-                for (int u = 1; u < 10; u++)
-                    if (!strcmp(t[i + 1].word, SMALL[u])) {
-                        *next = i + 2;
-                        return v + u;
-                    }
-            return v;
-        }
-    return -1;
+    int v = nd_small_number_word(t[i].word);
+    if (v >= 0) {
+        *next = i + 1;
+        return v;
+    }
+    v = nd_tens_word(t[i].word);
+    if (v < 0 || v > 50) return -1;
+    *next = i + 1;
+    int u = i + 1 < n && t[i + 1].kind == T_WORD ? nd_small_number_word(t[i + 1].word) : -1;
+    if (u >= 1 && u <= 9) {
+        *next = i + 2;
+        return v + u;
+    }
+    return v;
 }
 
 /* A number at t[i] in digits (not money) or words. */

@@ -10,6 +10,7 @@
 
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
+#include "agent/spoken_words.h"
 #include "grammar/regex.h"
 #include "needle.h"
 
@@ -66,10 +67,6 @@ static int word_is(const heard *h, int i, const char *w)
     return h->words[i].len == n && !memcmp(h->low + h->words[i].at, w, n);
 }
 
-static const char *const UNITS[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-                                    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
-                                    "seventeen", "eighteen", "nineteen"};
-static const char *const TENS[] = {"", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
 static const char *const ORDINALS[] = {"", "first", "second", "third", "fourth", "fifth", "sixth", "seventh",
                                        "eighth", "ninth", "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth",
                                        "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth"};
@@ -78,12 +75,13 @@ static const char *const ORDINALS[] = {"", "first", "second", "third", "fourth",
 static double number_word(const heard *h, int i)
 {
     for (int k = 0; k < 20; k++)
-        if (word_is(h, i, UNITS[k]) || (k && word_is(h, i, ORDINALS[k]))) return k;
-    for (int k = 2; k < 10; k++) {
-        if (word_is(h, i, TENS[k])) return 10 * k;
-        char ord[16];
-        snprintf(ord, sizeof ord, "%.*stieth", (int)strlen(TENS[k]) - 1, TENS[k]);
-        if (word_is(h, i, ord)) return 10 * k;
+        if (word_is(h, i, ND_SMALL_NUMBERS[k]) || (k && word_is(h, i, ORDINALS[k]))) return k;
+    for (int k = 0; k < 8; k++) {
+        const char *tens = ND_TENS_WORDS[k];
+        if (word_is(h, i, tens)) return 20 + 10 * k;
+        char ord[16]; /* "twentieth" */
+        snprintf(ord, sizeof ord, "%.*stieth", (int)strlen(tens) - 1, tens);
+        if (word_is(h, i, ord)) return 20 + 10 * k;
     }
     return -1;
 }
@@ -417,13 +415,10 @@ static int parse_date(const char *s, size_t n, long *y, int *m, int *d)
     return *m >= 1 && *m <= 12 && *d >= 1 && *d <= 31;
 }
 
-static const char *const MONTHS[] = {"january", "february", "march", "april", "may", "june", "july", "august",
-                                     "september", "october", "november", "december"};
-static const char *const WEEKDAYS[] = {"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"};
 
 static int said_month(const heard *h, int m)
 {
-    const char *full = MONTHS[m - 1];
+    const char *full = ND_MONTH_NAMES[m - 1];
     if (has_word(h, full)) return 1;
     if (m != 5 && said_word(h, full, 3)) return 1; /* jan, feb, ... ("may" is its own) */
     return m == 9 && has_word(h, "sept");
@@ -431,7 +426,7 @@ static int said_month(const heard *h, int m)
 
 static int said_weekday(const heard *h, int wd)
 {
-    const char *full = WEEKDAYS[wd];
+    const char *full = ND_WEEKDAY_NAMES[(wd + 6) % 7]; /* wd: Sunday 0 */
     return has_word(h, full) || said_word(h, full, 3) || (wd == 2 && has_word(h, "tues")) ||
            (wd == 4 && (has_word(h, "thu") || has_word(h, "thur") || has_word(h, "thurs")));
 }

@@ -8,6 +8,7 @@
 #include "agent/grounding.h"
 #include "agent/repair.h"
 #include "agent/said_number.h"
+#include "agent/spoken_words.h"
 
 /* ------------------------------------------------------------------ calendar */
 
@@ -49,21 +50,18 @@ static int iso_at(const char *s, size_t i, long *day)
 
 /* ------------------------------------------------------------------ reading */
 
-static const char *const MONTHS[] = {"january", "february", "march",     "april",   "may",      "june",
-                                     "july",    "august",   "september", "october", "november", "december"};
-static const char *const WEEKDAYS[] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
 
 static int month_at(const nd_tokens *t, int i)
 {
     for (int m = 0; m < 12; m++)
-        if (nd_token_is(t, i, MONTHS[m])) return m + 1;
+        if (nd_token_is(t, i, ND_MONTH_NAMES[m])) return m + 1;
     return 0;
 }
 
 static int weekday_at(const nd_tokens *t, int i)
 {
     for (int d = 0; d < 7; d++)
-        if (nd_token_is(t, i, WEEKDAYS[d])) return d + 1;
+        if (nd_token_is(t, i, ND_WEEKDAY_NAMES[d])) return d + 1;
     return 0;
 }
 

@@ -1,11 +1,13 @@
 /* said_label.c - the label the request names is written (said_label.h). */
 #include "agent/said_label.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "agent/repair.h"
+#include "agent/spoken_words.h"
 
 static int is_space(char c)
 {
@@ -67,14 +69,10 @@ static char *copy_span(const char *text, size_t b, size_t e)
 
 /* Words after "for" that say when, not what ("for 7", "for tomorrow",
  * "for Monday", "for the morning"). */
-static const char *const WHEN_WORDS[] = {
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen",
-    "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty",
-    "half", "quarter", "noon", "midnight", "midday", "today", "tonight", "tomorrow", "me", "my", "us", "a", "an",
-    "every", "each", "minus", "weekdays", "weekends", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-    "sunday", "mondays", "tuesdays", "wednesdays", "thursdays", "fridays", "saturdays", "sundays", "january",
-    "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
-    "morning", "afternoon", "evening", "night", "later", "now", "it", "this", "next", "all", NULL};
+static const char *const WHEN_WORDS[] = {"half", "quarter", "noon", "midnight", "midday", "today", "tonight",
+                                         "tomorrow", "me", "my", "us", "a", "an", "every", "each", "minus", "weekdays",
+                                         "weekends", "morning", "afternoon", "evening", "night", "later", "now", "it",
+                                         "this", "next", "all", NULL};
 static const char *const WHEN_AFTER_THE[] = {"morning", "afternoon", "evening", "night", "weekend", "weekdays",
                                              "day", "week", "next", NULL};
 
@@ -82,6 +80,23 @@ static int word_listed_at(const char *text, size_t len, size_t i, const char *co
 {
     for (const char *const *w = list; *w; w++)
         if (word_at(text, len, i, *w)) return 1;
+    return 0;
+}
+
+/* A number, month or weekday said in words ("seven", "forty", "march", "friday", "fridays"). */
+static int spoken_when_at(const char *text, size_t len, size_t i)
+{
+    for (int k = 0; k < 20; k++)
+        if (word_at(text, len, i, ND_SMALL_NUMBERS[k])) return 1;
+    for (int k = 0; k < 8; k++)
+        if (word_at(text, len, i, ND_TENS_WORDS[k])) return 1;
+    for (int k = 0; k < 12; k++)
+        if (word_at(text, len, i, ND_MONTH_NAMES[k])) return 1;
+    for (int k = 0; k < 7; k++) {
+        char plural[16];
+        snprintf(plural, sizeof plural, "%ss", ND_WEEKDAY_NAMES[k]);
+        if (word_at(text, len, i, ND_WEEKDAY_NAMES[k]) || word_at(text, len, i, plural)) return 1;
+    }
     return 0;
 }
 
@@ -95,7 +110,8 @@ static size_t after_for(const char *text, size_t len)
         count++;
         size_t k = i + 3;
         while (k < len && is_space(text[k])) k++;
-        if (k >= len || (text[k] >= '0' && text[k] <= '9') || word_listed_at(text, len, k, WHEN_WORDS)) continue;
+        if (k >= len || (text[k] >= '0' && text[k] <= '9') || word_listed_at(text, len, k, WHEN_WORDS) ||
+            spoken_when_at(text, len, k)) continue;
         if (word_at(text, len, k, "the")) {
             size_t t = k + 3;
             while (t < len && is_space(text[t])) t++;

@@ -7,12 +7,12 @@
 
 #include "agent/repair.h"
 #include "agent/said_number.h"
+#include "agent/spoken_words.h"
 
 #define MAX_WORDS 256 /* request words read */
 #define MAX_VALUE_WORDS 8
 #define MAX_ITEMS 64 /* enum values looked at */
 
-static const char *const DAYS[7] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
 
 typedef struct {
     char w[MAX_WORDS][16];
@@ -82,8 +82,8 @@ static int day_at(const request_words *r, int i)
 {
     if (i < 0 || i >= r->n || r->taken[i]) return -1;
     for (int d = 0; d < 7; d++) {
-        size_t n = strlen(DAYS[d]), L = strlen(r->w[i]);
-        if (!memcmp(r->w[i], DAYS[d], n) && (L == n || (L == n + 1 && r->w[i][n] == 's'))) return d;
+        size_t n = strlen(ND_WEEKDAY_NAMES[d]), L = strlen(r->w[i]);
+        if (!memcmp(r->w[i], ND_WEEKDAY_NAMES[d], n) && (L == n || (L == n + 1 && r->w[i][n] == 's'))) return d;
     }
     return -1;
 }
@@ -158,8 +158,8 @@ static int week_enum(const nd_json *e, int day_index[7])
         day_index[d] = -1;
         for (size_t i = 0; i < e->count; i++) {
             const nd_json *v = &e->items[i];
-            size_t n = strlen(DAYS[d]);
-            if (v->type == ND_JSON_STRING && v->len == n && !strncasecmp(v->str, DAYS[d], n)) day_index[d] = (int)i;
+            size_t n = strlen(ND_WEEKDAY_NAMES[d]);
+            if (v->type == ND_JSON_STRING && v->len == n && !strncasecmp(v->str, ND_WEEKDAY_NAMES[d], n)) day_index[d] = (int)i;
         }
         all = all && day_index[d] >= 0;
     }

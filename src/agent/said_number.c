@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/repair.h"
+#include "agent/spoken_words.h"
 
 #define MAX_WORDS 256
 
@@ -45,32 +46,19 @@ static int converts_after(const char *s, size_t i)
     return n && word_in(w, n, CONVERTING, sizeof CONVERTING / sizeof CONVERTING[0]);
 }
 
-static const char *const SMALL[] = {"zero",    "one",     "two",      "three",     "four",     "five",    "six",
-                                    "seven",   "eight",   "nine",     "ten",       "eleven",   "twelve",  "thirteen",
-                                    "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"};
-static const char *const TENS[] = {"twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
-
-static int small_word(const char *w)
-{
-    for (int v = 0; v < 20; v++)
-        if (!strcmp(SMALL[v], w)) return v;
-    return -1;
-}
-
 /* Below 100 at words[i]: "seven", "twenty five"; -1 if none. */
 static int below_hundred(char (*w)[16], int n, int i, int *next)
 {
     if (i >= n) return -1;
-    int v = small_word(w[i]);
+    int v = nd_small_number_word(w[i]);
     if (v >= 0) {
         *next = i + 1;
         return v;
     }
-    for (int k = 0; k < 8 && v < 0; k++)
-        if (!strcmp(TENS[k], w[i])) v = 20 + 10 * k;
+    v = nd_tens_word(w[i]);
     if (v < 0) return -1;
     *next = i + 1;
-    int u = i + 1 < n ? small_word(w[i + 1]) : -1;
+    int u = i + 1 < n ? nd_small_number_word(w[i + 1]) : -1;
     if (u >= 1 && u <= 9) {
         *next = i + 2;
         v += u;
@@ -183,11 +171,11 @@ int nd_word_numbers(const char *request, nd_word_number *out, int cap)
         }
         /* "twenty eight point five" = 28.5: digits after the point, one word each */
         double value = v;
-        if (next + 1 < n && !strcmp(w[next], "point") && small_word(w[next + 1]) >= 0 && small_word(w[next + 1]) < 10) {
+        if (next + 1 < n && !strcmp(w[next], "point") && nd_small_number_word(w[next + 1]) >= 0 && nd_small_number_word(w[next + 1]) < 10) {
             double digits = 0, scale = 1;
             int j = next + 1;
-            for (; j < n && small_word(w[j]) >= 0 && small_word(w[j]) < 10 && scale < 1e6; j++, scale *= 10)
-                digits = digits * 10 + small_word(w[j]);
+            for (; j < n && nd_small_number_word(w[j]) >= 0 && nd_small_number_word(w[j]) < 10 && scale < 1e6; j++, scale *= 10)
+                digits = digits * 10 + nd_small_number_word(w[j]);
             value = (v * scale + digits) / scale;
             next = j;
         }
