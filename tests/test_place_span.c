@@ -3,7 +3,8 @@
  * noun kept, a name cut before its possessive finished, a value outside the
  * one place the request names ("the porch", "in Tobi's bedroom") replaced by it, lower-case words
  * joined before the tool's noun or after a determiner, what never joins, the
- * keys and schemas it reads, and the bundled model end to end. */
+ * keys and schemas it reads, a place said after "in" that the call leaves
+ * out, and the bundled model end to end. */
 #include "agent/place_span.h"
 #include "repair_check.h"
 
@@ -137,6 +138,41 @@ static void test_places_of_several_calls(void)
     CHECKF(!strcmp(got, want), "%s", got);
 }
 
+/* A place said after "in" with a capital, left out of the one call or
+ * written as function words, is written; not with two places said, two
+ * place keys, a month, or a place the call already has. */
+static void test_place_left_out(void)
+{
+    static const char *WEATHER =
+        "[{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+        "\"location\":{\"type\":\"string\"},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\"]}}}}]";
+    const char *got = repair_apply(WEATHER, "[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"the\"}}]",
+                                   places, (void *)"what's the weather in Valpara\xC3\xADso");
+    CHECKF(!strcmp(got, "[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Valpara\xC3\xADso\"}}]|"
+                        "[\"get_weather.location\"]"),
+           "%s", got);
+    got = repair_apply(WEATHER, "[{\"name\":\"get_weather\",\"arguments\":{}}]", places,
+                       (void *)"is it raining in Da Nang? in celsius");
+    CHECKF(!strcmp(got, "[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Da Nang\"}}]|"
+                        "[\"get_weather.location\"]"),
+           "%s", got);
+    /* left as they are */
+    const char *none = "[{\"name\":\"get_weather\",\"arguments\":{}}]";
+    const char *kept[] = {"weather in Boston and in Denver", /* two places */
+                          "weather in March",                /* a month */
+                          "weather in the city"};            /* no capital */
+    for (int i = 0; i < 3; i++) {
+        got = repair_apply(WEATHER, none, places, (void *)kept[i]);
+        CHECKF(!strcmp(got, "[{\"name\":\"get_weather\",\"arguments\":{}}]|[]"), "%s -> %s", kept[i], got);
+    }
+    got = repair_apply(WEATHER, "[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Paris\"}}]", places,
+                       (void *)"weather in Lyon");
+    CHECKF(strstr(got, "\"Paris\""), "%s", got); /* a place the model wrote is not this rule's */
+    /* two place keys (TOOLS: room and Location): which one is unsure */
+    got = repair_apply(TOOLS, "[{\"name\":\"set_lights\",\"arguments\":{}}]", places, (void *)"lights in Oslo");
+    CHECKF(!strcmp(got, "[{\"name\":\"set_lights\",\"arguments\":{}}]|[]"), "%s", got);
+}
+
 /* Through the public API: the bundled model cuts the room short. */
 static void test_envelope_reports_the_whole_place(void)
 {
@@ -153,6 +189,7 @@ int main(void)
     RUN(test_the_place_named);
     RUN(test_keys_and_schemas);
     RUN(test_places_of_several_calls);
+    RUN(test_place_left_out);
     RUN(test_envelope_reports_the_whole_place);
     return check_summary();
 }

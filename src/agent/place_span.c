@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "agent/repair.h"
+#include "agent/spoken_words.h"
 
 #define MAX_WORDS 128
 
@@ -271,6 +272,84 @@ static int another_calls_place(const nd_json *calls, size_t skip, const char *te
     return 0;
 }
 
+/* Is every word of the value a function word ("the", "in the")? */
+static int function_words_only(const char *value, size_t value_len)
+{
+    char *v = nd_copy_text_span(value, 0, value_len);
+    if (!v) return 0;
+    span w[8];
+    int n = split_words(v, w, 8), only = n > 0 && n < 8;
+    for (int i = 0; i < n && only; i++) {
+        int listed = 0;
+        for (const char *const *f = FUNCTION_WORDS; *f && !listed; f++) listed = word_is(v, w[i], *f);
+        only = listed;
+    }
+    free(v);
+    return only;
+}
+
+/* May the word be a word of a place's name: a capital or a non-ASCII letter
+ * first, letters after it, not "I", a month or a weekday ("in March")? */
+static int place_name_word(const char *text, span w)
+{
+    if (!name_like(text, w) || !letter((unsigned char)text[w.begin]) || word_is(text, w, "I")) return 0;
+    for (int m = 0; m < 12; m++)
+        if (word_is(text, w, ND_MONTH_NAMES[m])) return 0;
+    for (int d = 0; d < 7; d++)
+        if (word_is(text, w, ND_WEEKDAY_NAMES[d])) return 0;
+    return 1;
+}
+
+/* The one place the request names after "in" with a capital: "in Valparaíso",
+ * "in Da Nang" (one to three words, place_name_word()).  1 with its byte span,
+ * 0 when there is none or two different ones. */
+static int place_after_in(const char *text, const span *w, int n, size_t *s0, size_t *s1)
+{
+    int found = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        if (!word_is(text, w[i], "in") || !place_name_word(text, w[i + 1])) continue;
+        int e = i + 1;
+        while (e + 1 < n && e < i + 3 && place_name_word(text, w[e + 1]) && w[e + 1].begin == w[e].end + 1) e++;
+        size_t c0 = w[i + 1].begin, c1 = w[e].end;
+        if (found && (c1 - c0 != *s1 - *s0 || memcmp(text + c0, text + *s0, c1 - c0) != 0)) return 0;
+        found = 1;
+        *s0 = c0;
+        *s1 = c1;
+    }
+    return found;
+}
+
+/* A place said after "in" that the one call leaves out: its tool's one free
+ * string argument named as a place (wants_place) is absent or holds only
+ * function words ("what's the weather in Valparaíso" -> "location": "the")
+ * and is set to the place.  1 when written, 0 when not, -1 out of memory. */
+static int fill_left_out_place(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
+{
+    nd_one_call one;
+    if (!request || !nd_repair_one_call(calls, tools, &one) || !one.props || one.props->type != ND_JSON_OBJECT)
+        return 0;
+    const char *key = NULL;
+    for (size_t k = 0; k < one.props->count; k++) {
+        if (!wants_place(one.props, k) || !nd_free_string_schema(&one.props->items[k])) continue;
+        if (key) return 0; /* two places ("origin", "destination"): which one is unsure */
+        key = one.props->keys[k];
+    }
+    if (!key) return 0;
+    const nd_json *v = nd_json_get(one.args, key);
+    if (v && !(v->type == ND_JSON_STRING && function_words_only(v->str, v->len))) return 0;
+    span w[MAX_WORDS];
+    int n = split_words(request, w, MAX_WORDS);
+    size_t p0 = 0, p1 = 0;
+    if (!place_after_in(request, w, n, &p0, &p1)) return 0;
+    nd_buf quoted;
+    nd_buf_init(&quoted);
+    nd_json_write_string(&quoted, request + p0, p1 - p0, 0);
+    int rc = quoted.oom || nd_object_put_json(one.args, key, quoted.data, quoted.len) ? -1 : 1;
+    nd_buf_free(&quoted);
+    if (rc > 0) nd_repair_note(paths, n_paths, one.tool, key);
+    return rc;
+}
+
 int nd_complete_place_names(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
 {
     /* several calls: each place is only widened or trimmed where it stands (the
@@ -280,5 +359,7 @@ int nd_complete_place_names(nd_json *calls, const nd_json *tools, const char *re
     if (request && calls && calls->type == ND_JSON_ARRAY && calls->count > 1)
         return nd_reshape_free_texts_each(calls, tools, request, wants_place, reshape_where_it_stands,
                                           another_calls_place, paths, n_paths);
-    return nd_reshape_free_texts(calls, tools, request, wants_place, nd_place_span_reshape, paths, n_paths);
+    int changed = nd_reshape_free_texts(calls, tools, request, wants_place, nd_place_span_reshape, paths, n_paths);
+    int filled = changed < 0 ? 0 : fill_left_out_place(calls, tools, request, paths, n_paths);
+    return changed < 0 || filled < 0 || paths->oom ? -1 : changed + filled;
 }

@@ -35,6 +35,11 @@
  * never into the place another call already has: "the lower basement and
  * old garage" -> "basement" becomes "lower basement".
  *
+ * A place said after "in" with a capital ("what's the weather in
+ * Valparaíso") that the one call leaves out, or fills with function words
+ * only ("the"), is written into its tool's one free string place argument
+ * (since 2026-12-07; not a month or weekday, not with two places said).
+ *
  * Measured before it was kept (docs/envelope.md): 10 of 1,809 rows made
  * right, none wrong; the several-call steps 5 more, none wrong.  Every session (session.c), after message_span.h.  The
  * KV cache keeps the tokens the model wrote. */
