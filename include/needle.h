@@ -126,8 +126,10 @@ typedef struct needle_session_options {
     int ask_again;               /* a first request the model answers with no call is asked again ("please "
                                     and the request) in a scratch session, and that answer taken when it
                                     calls something grounded with no sign of a request the contract refuses
-                                    (validation.asked_again; docs/envelope.md).  1 or 0: on (the default),
-                                    -1: off */
+                                    (validation.asked_again; docs/envelope.md); still with no call, a
+                                    request in a messaging frame ("text mom that I'll be late") is
+                                    answered with the call the frame spells out.  1 or 0: on (the
+                                    default), -1: off */
 } needle_session_options;
 
 /* What grounded_decoding 0 means outside strict sessions (1: on). */

@@ -127,12 +127,13 @@ static size_t second_request_at(const char *text, size_t len, size_t from)
     return len;
 }
 
+static const char *const COURTESY[] = {"please", "pls", "plz", "thanks", "thank you", "thx", "ty", "cheers",
+                                       "asap", "now", "real quick", "if you can", "would you", "would you?",
+                                       "for me", NULL};
+
 /* Drop courtesy words, commas, spaces and full stops from the end of text[0, end). */
 static size_t without_courtesy(const char *text, size_t from, size_t end)
 {
-    static const char *const COURTESY[] = {"please", "pls", "plz", "thanks", "thank you", "thx", "ty", "cheers",
-                                           "asap", "now", "real quick", "if you can", "would you", "would you?",
-                                           "for me", NULL};
     for (;;) {
         while (end > from && (is_space(text[end - 1]) || text[end - 1] == ',' || text[end - 1] == '.')) end--;
         int cut = 0;
@@ -205,6 +206,29 @@ char *nd_message_span_widen(const char *request, const char *value, size_t value
     while (start < at && is_space(request[start])) start++;
     if (start > at || stop < end || (start == at && stop == end)) return NULL;
     return nd_copy_text_span(request, start, stop);
+}
+
+char *nd_message_text_at(const char *request, size_t at)
+{
+    size_t len = strlen(request), n;
+    while (at < len && is_space(request[at])) at++;
+    int kind = at < len ? quote_at(request, len, at, &n) : 0;
+    if (kind) { /* to the closing mark of the same kind */
+        for (size_t k = at + n; k < len; k++) {
+            size_t m;
+            if (quote_at(request, len, k, &m) == kind && !letter_at(request, len, k + m))
+                return k > at + n ? nd_copy_text_span(request, at + n, k) : NULL;
+        }
+        return NULL;
+    }
+    size_t stop = second_request_at(request, len, at);
+    while (stop > at && is_space(request[stop - 1])) stop--;
+    /* a single final '!' is the request's, not the message's ("..., thanks!") */
+    if (stop > at + 1 && request[stop - 1] == '!' && request[stop - 2] != '!') stop--;
+    stop = without_courtesy(request, at, stop);
+    for (const char *const *c = COURTESY; *c; c++) /* a courtesy word alone is no message */
+        if (stop - at == strlen(*c) && !strncasecmp(request + at, *c, stop - at)) return NULL;
+    return stop > at ? nd_copy_text_span(request, at, stop) : NULL;
 }
 
 /* A message argument: named text, message, body, content, note or caption,

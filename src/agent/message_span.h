@@ -42,4 +42,11 @@ int nd_complete_message_text(nd_json *calls, const nd_json *tools, const char *r
  * NULL when it would not change. */
 char *nd_message_span_widen(const char *request, const char *value, size_t value_len);
 
+/* The message that starts at request[at] (spaces skipped), as a frame says
+ * it (message_frame.h): inside the quotation marks that open there, or else
+ * to the end of the request with the same cuts as above (a second request,
+ * courtesy words, a single final '!').  malloc'd; NULL when empty, when a
+ * quotation mark is not closed, or when memory runs out. */
+char *nd_message_text_at(const char *request, size_t at);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agent/ask_again.h"
+#include "agent/message_frame.h"
 #include "agent/clock_time.h"
 #include "agent/decode_loop.h"
 #include "agent/envelope.h"
@@ -277,6 +278,7 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->strict = opt->strict != 0;
     s->split = opt->split_requests >= 0 ? ND_SPLIT_DEPTH : 0;
     s->ask_again = opt->ask_again >= 0;
+    s->message_frame = s->ask_again;
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
     s->grounded_chosen = opt->grounded_decoding != 0;
@@ -469,6 +471,33 @@ static int validate_text(const char *text, const char *what, needle_error *err)
     return 0;
 }
 
+/* The call a messaging frame spells out for the latest request (message_frame.h),
+ * written into calls (replacing what was there) with its two arguments in
+ * completed (a JSON list), when the request does not say not to send it.
+ * 1 when taken, 0 when not. */
+static int take_message_frame(needle_session *s, nd_buf *calls, nd_buf *completed)
+{
+    const char *tool = NULL, *person = NULL, *text = NULL;
+    char *framed = nd_message_frame_call(s->tools, s->last_request, nd_chat_json_ascii(s->model->layout), &tool,
+                                         &person, &text);
+    if (!framed) return 0;
+    nd_json *fc = NULL;
+    needle_error perr;
+    int taken = nd_json_parse(framed, strlen(framed), NULL, &fc, &perr) == 0 && !nd_request_negates(s->last_request, fc);
+    nd_json_free(fc);
+    if (taken) {
+        int n = 0;
+        nd_repair_note(completed, &n, tool, person);
+        nd_repair_note(completed, &n, tool, text);
+        nd_buf_putc(completed, ']');
+        calls->len = 0;
+        nd_buf_puts(calls, framed);
+        if (calls->oom || completed->oom) taken = 0, calls->len = 0;
+    }
+    free(framed);
+    return taken;
+}
+
 int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_tokens, char **envelope,
                     needle_error *err)
 {
@@ -633,7 +662,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&completed);
     nd_split_answer split; /* the request answered in two parts (split_turn.h) */
     nd_split_answer_init(&split);
-    int split_taken = 0, asked_again = 0;
+    int split_taken = 0, asked_again = 0, framed = 0;
+    nd_buf framed_completed; /* the two arguments a messaging frame gave (message_frame.h) */
+    nd_buf_init(&framed_completed);
     const char *suppressed = NULL;
     if (!r.fail_code) {
         nd_json *calls = NULL;
@@ -777,9 +808,19 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 nd_buf_free(&r.calls);
                 nd_grounding_free(&g);
                 nd_buf_free(&completed);
+                nd_buf_free(&framed_completed);
                 nd_split_answer_free(&split);
                 return taken;
             }
+            /* a first request still answered with no call (none written, or its calls
+             * withheld as placeholders or for a "don't" that may be the message's own)
+             * and said in a messaging frame ("text mom that I'll be late") is answered
+             * with the call the frame spells out, unless it says not to send it */
+            int empty = calls->type == ND_JSON_ARRAY && (calls->count == 0 || suppressed);
+            if (first_turn && kind == ND_TURN_USER && s->message_frame && !taken && empty && !g.n_out_of_schema &&
+                !(s->strict && flagged))
+                framed = take_message_frame(s, &r.calls, &framed_completed);
+            if (framed > 0) suppressed = NULL;
         }
         nd_json_free(calls);
     }
@@ -807,11 +848,11 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),
-        .ungrounded = (split_taken && !split.keeps_whole) || asked_again ? "[]" : g.ungrounded.data,
-        .negation = g.negation,
+        .ungrounded = (split_taken && !split.keeps_whole) || asked_again || framed > 0 ? "[]" : g.ungrounded.data,
+        .negation = framed > 0 ? 0 : g.negation,
         .out_of_schema = g.out_of_schema.data,
-        .missing = g.missing.data,
-        .completed = split_taken || asked_again ? split.completed.data : completed.data,
+        .missing = framed > 0 ? "[]" : g.missing.data,
+        .completed = framed > 0 ? framed_completed.data : split_taken || asked_again ? split.completed.data : completed.data,
         .split = split_taken ? split.parts.data : NULL,
         .asked_again = asked_again,
         .suppressed_calls = suppressed,
@@ -827,6 +868,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_envelope_write(&out, &env);
     nd_grounding_free(&g);
     nd_buf_free(&completed);
+    nd_buf_free(&framed_completed);
     nd_split_answer_free(&split);
     nd_buf_free(&r.reasoning);
     nd_buf_free(&r.calls);

@@ -96,6 +96,7 @@ struct needle_session {
     int strict;            /* withhold flagged calls (agent/grounding.h) */
     int split;             /* how many times a first request may be cut (split_turn.h); 0: never */
     int ask_again;         /* a first request answered with no call is asked again (ask_again.h) */
+    int message_frame;     /* and then read by its messaging frame (message_frame.h); on with ask_again */
     int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
                               facts (grammar.h, nd_grammar_set_copy_source), set anew each turn */
     int grounded_chosen;   /* the caller set grounded decoding on or off (not the default) */
