@@ -282,8 +282,10 @@ char *nd_message_frame_call(const nd_json *tools, const char *request, int ascii
     while (re > rb && (request[re - 1] == '.' || request[re - 1] == ',')) re--; /* "Dr." keeps its point below */
     if (re < r1 && re > rb && re - rb >= 2 && !strncasecmp(request + re - 2, "Dr", 2)) re = r1;
     char *message = nd_message_text_at(request, s);
-    if (!message || re == rb) {
+    char *who = re > rb ? nd_copy_text_span(request, rb, re) : NULL; /* (NULL: not valid UTF-8) */
+    if (!message || !who) {
         free(message);
+        free(who);
         return NULL;
     }
     nd_buf out;
@@ -293,13 +295,14 @@ char *nd_message_frame_call(const nd_json *tools, const char *request, int ascii
     nd_buf_puts(&out, ",\"arguments\":{");
     nd_json_write_string(&out, person, strlen(person), ascii);
     nd_buf_putc(&out, ':');
-    nd_json_write_string(&out, request + rb, re - rb, ascii);
+    nd_json_write_string(&out, who, strlen(who), ascii);
     nd_buf_putc(&out, ',');
     nd_json_write_string(&out, text, strlen(text), ascii);
     nd_buf_putc(&out, ':');
     nd_json_write_string(&out, message, strlen(message), ascii);
     nd_buf_puts(&out, "}}]");
     free(message);
+    free(who);
     if (out.oom) {
         nd_buf_free(&out);
         return NULL;

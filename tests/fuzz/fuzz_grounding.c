@@ -6,7 +6,8 @@
  * (agent/said_choice.c), the clock time read (agent/clock_time.c), the
  * number read (agent/said_number.c), the quantities converted
  * (agent/said_quantity.c), the date read (agent/said_date.c) and the cuts
- * of a two-part request (agent/split_request.c).
+ * of a two-part request (agent/split_request.c) and the messaging frame
+ * read (agent/message_frame.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -15,7 +16,8 @@
  * text and any token bytes; a finished name is a piece of the request that
  * holds the value it replaced, and the calls stay valid JSON; a cut's two
  * sides are ordered pieces of the request, neither empty, and the other
- * objects' cuts lie inside it. */
+ * objects' cuts lie inside it; a framed call is one call whose recipient and
+ * text are non-empty pieces of the request. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 
 #include "agent/clock_time.h"
 #include "agent/grounding.h"
+#include "agent/message_frame.h"
 #include "agent/message_span.h"
 #include "agent/name_span.h"
 #include "agent/place_span.h"
@@ -290,6 +293,31 @@ static int refused_by_name(const nd_json *tools, const char *path, const char *r
     return 0;
 }
 
+/* The messaging frame: one call, its two values non-empty pieces of the request. */
+static void check_frame(const char *request)
+{
+    static const char *SEND = "[{\"name\":\"send\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                              "\"to\":{\"type\":\"string\"},\"text\":{\"type\":\"string\"}}}}]";
+    nd_json *tools = NULL, *call = NULL;
+    needle_error err;
+    if (nd_json_parse(SEND, strlen(SEND), NULL, &tools, &err) != 0) abort();
+    const char *tool = NULL, *pk = NULL, *tk = NULL;
+    char *framed = nd_message_frame_call(tools, request, 0, &tool, &pk, &tk);
+    if (framed) {
+        if (nd_json_parse(framed, strlen(framed), NULL, &call, &err) != 0 || call->type != ND_JSON_ARRAY || call->count != 1)
+            abort();
+        const nd_json *args = nd_json_get(&call->items[0], "arguments");
+        const nd_json *to = nd_json_get(args, "to"), *text = nd_json_get(args, "text");
+        if (!to || !text || to->type != ND_JSON_STRING || text->type != ND_JSON_STRING || !to->len || !text->len ||
+            !strstr(request, to->str) || !strstr(request, text->str) || strcmp(tool, "send") || strcmp(pk, "to") ||
+            strcmp(tk, "text"))
+            abort();
+    }
+    nd_json_free(call);
+    free(framed);
+    nd_json_free(tools);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1);
@@ -339,6 +367,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     nd_json_free(calls);
     nd_json_free(tools);
+    check_frame(text);
     free(text);
     return 0;
 }
