@@ -2,7 +2,8 @@
  * its frame (src/agent/message_frame.h): the frames and recipients it reads,
  * the text cut as the message rule cuts it (nd_message_text_at), what it
  * never reads (pronouns, no text, "tell Ana about ...", courtesy words
- * alone), which tools it answers with, and the bundled model end to end
+ * alone), which tools it answers with, the model's own message call mended
+ * from the frame, and the bundled model end to end
  * (the frame taken, a negated request not, --ask-again off). */
 #include "agent/message_frame.h"
 #include "agent/message_span.h"
@@ -108,6 +109,42 @@ static void test_message_text_at(void)
     CHECK(nd_message_text_at("text Ana that please", 14) == NULL);
 }
 
+static int frame_fix(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *request)
+{
+    return nd_fix_framed_message(calls, tools, (const char *)request, paths, np);
+}
+
+/* The model's own message call: a value that is a piece of the frame's, or a
+ * placeholder, becomes the frame's; anything else stays. */
+static void test_calls_mended(void)
+{
+    const char *got = repair_apply(SEND, "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Yusuf\",\"text\":\"back\"}}]",
+                                   frame_fix, (void *)"text Yusuf come round the back");
+    CHECKF(!strcmp(got, "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Yusuf\",\"text\":\"come round the back\"}}]|"
+                        "[\"send_message.text\"]"),
+           "%s", got);
+    got = repair_apply(SEND, "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Ingrid\",\"text\":\"Ingrid\"}}]",
+                       frame_fix, (void *)"tell Ingrid Solberg I've booked the cabin");
+    CHECKF(!strcmp(got, "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Ingrid Solberg\",\"text\":"
+                        "\"I've booked the cabin\"}}]|[\"send_message.recipient\",\"send_message.text\"]"),
+           "%s", got);
+    /* not a piece: the model's words stay (another recipient, a paraphrase) */
+    const char *other = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Mia\",\"text\":\"see you\"}}]";
+    char want[512];
+    snprintf(want, sizeof want, "%s|[]", other);
+    got = repair_apply(SEND, other, frame_fix, (void *)"text Yusuf come round the back");
+    CHECKF(!strcmp(got, want), "%s", got);
+    /* another tool, or no frame: nothing */
+    other = "[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"back\"}}]";
+    snprintf(want, sizeof want, "%s|[]", other);
+    got = repair_apply(SEND, other, frame_fix, (void *)"text Yusuf come round the back");
+    CHECKF(!strcmp(got, want), "%s", got);
+    other = "[{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Yusuf\",\"text\":\"back\"}}]";
+    snprintf(want, sizeof want, "%s|[]", other);
+    got = repair_apply(SEND, other, frame_fix, (void *)"Yusuf wants the back door open");
+    CHECKF(!strcmp(got, want), "%s", got);
+}
+
 /* Through the public API: the bundled model answers these with no call. */
 static void test_bundled_model(void)
 {
@@ -138,6 +175,7 @@ int main(void)
     RUN(test_what_is_never_read);
     RUN(test_tools_it_answers_with);
     RUN(test_message_text_at);
+    RUN(test_calls_mended);
     RUN(test_bundled_model);
     return check_summary();
 }

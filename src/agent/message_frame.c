@@ -159,7 +159,7 @@ static size_t after_mark(const char *t, size_t len, size_t i)
 static size_t bare_text(const char *t, size_t len, size_t i)
 {
     static const char *const NOT_FIRST[] = {"and", "or", "about", "to", "for", "with", "if", "when", "at", "in",
-                                            "on", "of", "from", "by", "so", "but", "a", "an", "the", "how", "what",
+                                            "on", "of", "from", "by", "so", "but", "how", "what",
                                             "where", "who", "why", "whether", "please", "pls", "plz", "thanks",
                                             "thx", "ty", "cheers", "asap", "now", NULL};
     i = skip_spaces(t, len, i);
@@ -262,53 +262,105 @@ static int messaging_tool(const nd_json *tools, const char **name, const char **
     return found == 1;
 }
 
-char *nd_message_frame_call(const nd_json *tools, const char *request, int ascii, const char **tool,
-                            const char **person_key, const char **text_key)
+/* The frame read: the messaging tool and its two keys, and the recipient and
+ * text (malloc'd: free both).  1 when the request is in a frame, 0 when not
+ * (or memory runs out). */
+typedef struct {
+    const char *tool, *person_key, *text_key;
+    char *who, *message;
+} frame;
+
+static int read_message_frame(const nd_json *tools, const char *request, frame *f)
 {
     static const char *const FILLERS[] = {
         "could you please", "can you please", "would you please", "can you", "could you", "would you",
         "i need you to", "i want you to", "go ahead and", "quick one", "please", "pls", "plz", "kindly", "hey",
         "hi", "hello", "ok", "okay", "so", "oh", "um", "uh", "yo", "right", "alright", "also", "and", NULL};
-    const char *name = NULL, *person = NULL, *text = NULL;
-    if (!request || !messaging_tool(tools, &name, &person, &text)) return NULL;
+    memset(f, 0, sizeof *f);
+    if (!request || !messaging_tool(tools, &f->tool, &f->person_key, &f->text_key)) return 0;
     size_t len = strlen(request), i = skip_spaces(request, len, 0), e;
     while ((e = any_phrase_at(request, len, i, FILLERS))) {
         i = e;
         while (i < len && (is_space(request[i]) || strchr(",!:", request[i]))) i++;
     }
     size_t r0, r1, s;
-    if (!read_frame(request, len, i, &r0, &r1, &s)) return NULL;
+    if (!read_frame(request, len, i, &r0, &r1, &s)) return 0;
     size_t rb = r0, re = r1;
     while (re > rb && (request[re - 1] == '.' || request[re - 1] == ',')) re--; /* "Dr." keeps its point below */
     if (re < r1 && re > rb && re - rb >= 2 && !strncasecmp(request + re - 2, "Dr", 2)) re = r1;
-    char *message = nd_message_text_at(request, s);
-    char *who = re > rb ? nd_copy_text_span(request, rb, re) : NULL; /* (NULL: not valid UTF-8) */
-    if (!message || !who) {
-        free(message);
-        free(who);
-        return NULL;
-    }
+    f->message = nd_message_text_at(request, s);
+    f->who = re > rb ? nd_copy_text_span(request, rb, re) : NULL; /* (NULL: not valid UTF-8) */
+    if (f->message && f->who) return 1;
+    free(f->message);
+    free(f->who);
+    return 0;
+}
+
+char *nd_message_frame_call(const nd_json *tools, const char *request, int ascii, const char **tool,
+                            const char **person_key, const char **text_key)
+{
+    frame f;
+    if (!read_message_frame(tools, request, &f)) return NULL;
     nd_buf out;
     nd_buf_init(&out);
     nd_buf_puts(&out, "[{\"name\":");
-    nd_json_write_string(&out, name, strlen(name), ascii);
+    nd_json_write_string(&out, f.tool, strlen(f.tool), ascii);
     nd_buf_puts(&out, ",\"arguments\":{");
-    nd_json_write_string(&out, person, strlen(person), ascii);
+    nd_json_write_string(&out, f.person_key, strlen(f.person_key), ascii);
     nd_buf_putc(&out, ':');
-    nd_json_write_string(&out, who, strlen(who), ascii);
+    nd_json_write_string(&out, f.who, strlen(f.who), ascii);
     nd_buf_putc(&out, ',');
-    nd_json_write_string(&out, text, strlen(text), ascii);
+    nd_json_write_string(&out, f.text_key, strlen(f.text_key), ascii);
     nd_buf_putc(&out, ':');
-    nd_json_write_string(&out, message, strlen(message), ascii);
+    nd_json_write_string(&out, f.message, strlen(f.message), ascii);
     nd_buf_puts(&out, "}}]");
-    free(message);
-    free(who);
+    free(f.message);
+    free(f.who);
     if (out.oom) {
         nd_buf_free(&out);
         return NULL;
     }
-    if (tool) *tool = name;
-    if (person_key) *person_key = person;
-    if (text_key) *text_key = text;
+    if (tool) *tool = f.tool;
+    if (person_key) *person_key = f.person_key;
+    if (text_key) *text_key = f.text_key;
     return nd_buf_take(&out);
+}
+
+/* Is the value a piece of the frame's (or the same text as the call's other
+ * argument: a placeholder)?  Then the frame's is what the model meant. */
+static int piece_of(const nd_json *v, const char *framed, const nd_json *other)
+{
+    if (!v || v->type != ND_JSON_STRING || memchr(v->str, 0, v->len)) return 0;
+    if (v->len == strlen(framed) && !memcmp(v->str, framed, v->len)) return 0; /* already the frame's */
+    if (other && other->type == ND_JSON_STRING && other->len == v->len && !memcmp(other->str, v->str, v->len)) return 1;
+    return v->len > 0 && strstr(framed, v->str) != NULL;
+}
+
+int nd_fix_framed_message(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths)
+{
+    nd_one_call one;
+    frame f;
+    if (!request || !nd_repair_one_call(calls, tools, &one) || !read_message_frame(tools, request, &f)) return 0;
+    int changed = 0, rc = 0;
+    if (!strcmp(one.tool, f.tool)) {
+        const char *keys[2] = {f.person_key, f.text_key}, *values[2] = {f.who, f.message};
+        int fix[2];
+        for (int k = 0; k < 2; k++)
+            fix[k] = piece_of(nd_json_get(one.args, keys[k]), values[k], nd_json_get(one.args, keys[1 - k]));
+        for (int k = 0; k < 2 && !rc; k++) {
+            if (!fix[k]) continue;
+            nd_buf quoted;
+            nd_buf_init(&quoted);
+            nd_json_write_string(&quoted, values[k], strlen(values[k]), 0);
+            rc = quoted.oom || nd_object_put_json(one.args, keys[k], quoted.data, quoted.len) ? -1 : 0;
+            nd_buf_free(&quoted);
+            if (!rc) {
+                changed++;
+                nd_repair_note(paths, n_paths, one.tool, keys[k]);
+            }
+        }
+    }
+    free(f.message);
+    free(f.who);
+    return rc || paths->oom ? -1 : changed;
 }

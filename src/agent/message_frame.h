@@ -37,6 +37,7 @@
 #ifndef ND_MESSAGE_FRAME_H
 #define ND_MESSAGE_FRAME_H
 
+#include "core/buf.h"
 #include "core/json.h"
 
 /* The one call the frame spells out, as a JSON array text (malloc'd), or
@@ -46,5 +47,13 @@
  * tools. */
 char *nd_message_frame_call(const nd_json *tools, const char *request, int ascii, const char **tool,
                             const char **person_key, const char **text_key);
+
+/* A one-call answer of that tool for a request said in its frame: a
+ * recipient or text the model wrote that is a piece of the frame's ("text
+ * Yusuf come round the back" -> "back"), or the same text in both arguments
+ * (a placeholder), is replaced by the frame's.  Each changed "tool.key" is
+ * appended to *paths (repair.h).  Returns how many changed, or -1 when out of
+ * memory. */
+int nd_fix_framed_message(nd_json *calls, const nd_json *tools, const char *request, nd_buf *paths, int *n_paths);
 
 #endif

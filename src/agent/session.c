@@ -696,7 +696,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int near = nd_drop_near_duplicates(calls);
                 int a = nd_complete_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int t = a < 0 ? -1 : nd_complete_message_text(calls, s->tools, s->last_request, &completed, &n_completed);
-                int p = t < 0 ? -1 : nd_complete_place_names(calls, s->tools, s->last_request, &completed, &n_completed);
+                /* a recipient or text that is a piece of the request's messaging frame (message_frame.h) */
+                int mf = t < 0 ? -1 : !s->message_frame ? 0 : nd_fix_framed_message(calls, s->tools, s->last_request, &completed, &n_completed);
+                int p = mf < 0 ? -1 : nd_complete_place_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int l = p < 0 ? -1 : nd_fix_said_label(calls, s->tools, s->last_request, &completed, &n_completed);
                 int b = l < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
                 int li = b < 0 ? -1 : nd_fix_said_lists(calls, s->tools, s->last_request, &completed, &n_completed);
@@ -726,10 +728,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int dec = q < 0 || col < 0 || cho < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
                 int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
-                changed = a < 0 || t < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||
+                changed = a < 0 || t < 0 || mf < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||
                                   c < 0 || q < 0 || dec < 0 || e < 0
                               ? -1
-                              : near + a + t + p + l + b + li + f + u + un + ul + c + q + dec + e;
+                              : near + a + t + mf + p + l + b + li + f + u + un + ul + c + q + dec + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);
