@@ -3,7 +3,8 @@
  * the time, a cue elsewhere, "at night"), what it refuses to guess (no half
  * of the day, two times, amounts, dates, quantities), and the repair of a
  * call: one HH:MM argument, a pattern that must accept the time, one call
- * only, the path reported; then the bundled model through the public API. */
+ * only, the path reported, a time with no half of the day written as said
+ * only over a value that is neither half's; then the bundled model through the public API. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,23 @@ static void test_calls_repaired(void)
     const char *c = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"gym\"}}]";
     FIXES(c, "gym alarm at half past seven in the morning",
           "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"label\":\"gym\"}}]|[\"set_alarm.time\"]");
-    /* already right, or nothing to read: unchanged */
+    /* already right: unchanged */
     FIXES(c, "gym alarm at 7 am", "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"gym\"}}]|[]");
-    FIXES(c, "gym alarm at 7:30", "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:00\",\"label\":\"gym\"}}]|[]");
+    /* no half of the day said: the time as said replaces one that is neither half's ... */
+    FIXES(c, "gym alarm at 7:30",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"label\":\"gym\"}}]|[\"set_alarm.time\"]");
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\"}}]", "alarm at quarter past six",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:15\"}}]|[\"set_alarm.time\"]");
+    /* ... and either half's is kept (the model may know the half the request leaves unsaid) */
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"18:15\"}}]", "alarm at quarter past six",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"18:15\"}}]|[]");
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:15\"}}]", "alarm at quarter past six",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:15\"}}]|[]");
+    /* two times, or cues that disagree: nothing to read */
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\"}}]", "alarm at 6:10 or at 7:20",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\"}}]|[]");
+    FIXES("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\"}}]", "this morning, alarm at 6:15 tonight",
+          "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\"}}]|[]");
     /* the pattern must accept the time read; a free string is left to copying */
     FIXES("[{\"name\":\"half_hours\",\"arguments\":{\"time\":\"07:00\"}}]", "at 7:45 am",
           "[{\"name\":\"half_hours\",\"arguments\":{\"time\":\"07:00\"}}]|[]");

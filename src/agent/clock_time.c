@@ -252,7 +252,10 @@ static int cue_of(const token *t, int n)
     return cue;
 }
 
-int nd_clock_time_said(const char *request)
+/* The one time the request says, as minutes after midnight; a 12-hour time
+ * with no half of the day is read as said ("quarter past six" -> 06:15) when
+ * as_said, else -1. */
+static int time_said(const char *request, int as_said)
 {
     if (!request) return -1;
     token t[MAX_TOKENS];
@@ -273,12 +276,17 @@ int nd_clock_time_said(const char *request)
     int h = one.h, half = one.half;
     if (half == HALF_NONE) {
         int cue = cue_of(t, n);
-        if (cue <= 0) return -1;
+        if (cue <= 0 && !(as_said && cue == 0)) return -1;
         half = cue == CUE_NIGHT ? (h >= 6 && h <= 11 ? HALF_PM : HALF_AM) : cue;
     }
     if (half == HALF_AM && h == 12) h = 0;
     if (half == HALF_PM && h < 12) h += 12;
     return h * 60 + one.m;
+}
+
+int nd_clock_time_said(const char *request)
+{
+    return time_said(request, 0);
 }
 
 /* ------------------------------------------------------------------ the call */
@@ -309,7 +317,14 @@ int nd_fix_clock_time(nd_json *calls, const nd_json *tools, const char *request,
     if (!nd_repair_one_call(calls, tools, &c) || !one_time_slot(&c, &key)) return 0;
     nd_json *slot = &c.args->items[key];
     int said = nd_clock_time_said(request);
-    if (said < 0) return 0;
+    if (said < 0) {
+        /* no half of the day said: the time as said ("quarter past six" -> 06:15, as
+         * "6:15" is), only in place of a time that is neither half's ("00:00") */
+        said = time_said(request, 1);
+        int other = said < 0 ? -1 : said < 720 ? said + 720 : said - 720;
+        int have = (slot->str[0] - '0') * 600 + (slot->str[1] - '0') * 60 + (slot->str[3] - '0') * 10 + (slot->str[4] - '0');
+        if (said < 0 || have == said || have == other) return 0;
+    }
     char text[6] = {(char)('0' + said / 600), (char)('0' + said / 60 % 10), ':', (char)('0' + said % 60 / 10),
                     (char)('0' + said % 10), 0}; /* HH:MM; said < 1440 */
     if (!memcmp(slot->str, text, 5)) return 0;

@@ -14,7 +14,9 @@
  *   - a 12-hour time needs its half of the day: "am"/"pm" right after it, or
  *     one cue in the request ("morning" -> am; "afternoon", "evening",
  *     "tonight" -> pm; "night" -> pm from 6 to 11, am from 12 to 5); with
- *     none, or two different ones, nothing is written;
+ *     two different ones nothing is written, and with none the time is
+ *     written as said ("quarter past six" -> 06:15, as "6:15" is) only in
+ *     place of a time that is neither half's ("00:00"; 18:15 stays);
  *   - only a turn with one call, when the request says exactly one time and
  *     the call has exactly one string argument of the form HH:MM whose schema
  *     has a `pattern` that accepts the time read (no enum); the time goes in
