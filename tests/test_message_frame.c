@@ -82,6 +82,17 @@ static void test_tools_it_answers_with(void)
     const char *wrapped = "[{\"type\":\"function\",\"function\":{\"name\":\"sms\",\"parameters\":{\"type\":\"object\","
                           "\"properties\":{\"to\":{\"type\":\"string\"},\"body\":{\"type\":\"string\"}}}}}]";
     CHECKF(!strcmp(framed(wrapped, "text Ana that hi there"), "Ana|hi there"), "%s", framed(wrapped, "text Ana that hi there"));
+    /* the arguments in the schema's order */
+    nd_json *t = NULL;
+    needle_error e;
+    const char *text_first = "[{\"name\":\"sms\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                             "\"body\":{\"type\":\"string\"},\"to\":{\"type\":\"string\"}}}}]";
+    CHECK(nd_json_parse(text_first, strlen(text_first), NULL, &t, &e) == 0);
+    char *call = nd_message_frame_call(t, "text Ana that hi there", 0, NULL, NULL, NULL);
+    CHECKF(call && !strcmp(call, "[{\"name\":\"sms\",\"arguments\":{\"body\":\"hi there\",\"to\":\"Ana\"}}]"), "%s",
+           call ? call : "(null)");
+    free(call);
+    nd_json_free(t);
     /* no messaging tool; another required argument; two messaging tools; a restricted text */
     const char *no[] = {
         "[{\"name\":\"set_lights\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"}}}}]",

@@ -2,7 +2,10 @@
  * string value, one of the two inside the other, is dropped
  * (nd_drop_near_duplicates, src/agent/repair.h): what counts as a near copy
  * and what does not, the first call kept, and the bundled model end to end
- * (the one call left gets the label the request names). */
+ * (the one call left gets the label the request names); and the arguments
+ * put back in the schema's order after the repairs (nd_order_arguments),
+ * where the grammar writes them, so that every repaired answer stays a
+ * sentence of the tools' grammar. */
 #include "agent/repair.h"
 #include "repair_check.h"
 
@@ -64,10 +67,37 @@ static void test_bundled_model_one_alarm(void)
     needle_free(env);
 }
 
+static int order(nd_json *calls, const nd_json *tools, void *ctx)
+{
+    (void)ctx;
+    nd_order_arguments(calls, tools);
+    return 0;
+}
+
+static void test_arguments_in_schema_order(void)
+{
+    const char *tools = "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                        "\"a\":{\"type\":\"number\"},\"b\":{\"type\":\"string\"},\"c\":{\"type\":\"string\"}}}}]";
+    const char *got = drop_apply(tools, "[{\"name\":\"t\",\"arguments\":{\"c\":\"x\",\"z\":1,\"a\":2,\"y\":3,\"b\":\"w\"}},"
+                                        "{\"name\":\"unknown\",\"arguments\":{\"c\":1,\"a\":2}}]", order, NULL);
+    CHECKF(!strcmp(got, "[{\"name\":\"t\",\"arguments\":{\"a\":2,\"b\":\"w\",\"c\":\"x\",\"z\":1,\"y\":3}},"
+                        "{\"name\":\"unknown\",\"arguments\":{\"c\":1,\"a\":2}}]|0"),
+           "%s", got);
+    /* end to end: the unit the request names is added after the mode the model wrote, and moved */
+    const char *req[] = {"switch the AC to cool, 24C please"};
+    char *env = bundled_envelope(NULL, NULL, 0, req, 1);
+    if (env && strstr(env, "\"mode\":\"cool\"") && strstr(env, "\"unit\":\"celsius\""))
+        CHECKF(strstr(env, "\"temperature\":24,\"unit\":\"celsius\",\"mode\":\"cool\""), "%s", env);
+    else
+        CHECKF(0, "the bundled model no longer answers with both here: %s", env ? env : "(none)");
+    needle_free(env);
+}
+
 int main(void)
 {
     RUN(test_near_copies_dropped);
     RUN(test_what_stays);
     RUN(test_bundled_model_one_alarm);
+    RUN(test_arguments_in_schema_order);
     return check_summary();
 }

@@ -231,7 +231,8 @@ static int key_in(const char *key, const char *const *list)
 
 /* The one declared tool that sends a message (see message_frame.h): 1 with
  * its name, parameters and the two keys, 0 when none or several fit. */
-static int messaging_tool(const nd_json *tools, const char **name, const char **person, const char **text)
+static int messaging_tool(const nd_json *tools, const char **name, const char **person, const char **text,
+                          int *text_first)
 {
     static const char *const PERSON_KEYS[] = {"recipient", "to", "contact", "recipient_name", NULL};
     static const char *const TEXT_KEYS[] = {"text", "message", "body", "content", NULL};
@@ -245,12 +246,12 @@ static int messaging_tool(const nd_json *tools, const char **name, const char **
         const nd_json *params = nd_json_get(t, "parameters"), *props = nd_json_get(params, "properties");
         if (!n || n->type != ND_JSON_STRING || !props || props->type != ND_JSON_OBJECT) continue;
         const char *p = NULL, *x = NULL;
-        int other_required = 0, ambiguous = 0;
+        int other_required = 0, ambiguous = 0, tf = 0;
         for (size_t k = 0; k < props->count; k++) {
             const char *key = props->keys[k];
             int free_text = nd_free_string_schema(&props->items[k]);
             if (free_text && key_in(key, PERSON_KEYS)) ambiguous |= p != NULL, p = key;
-            else if (free_text && key_in(key, TEXT_KEYS)) ambiguous |= x != NULL, x = key;
+            else if (free_text && key_in(key, TEXT_KEYS)) ambiguous |= x != NULL, x = key, tf = p == NULL;
             else if (nd_schema_required(params, key)) other_required = 1;
         }
         if (!p || !x || ambiguous || other_required) continue;
@@ -258,6 +259,7 @@ static int messaging_tool(const nd_json *tools, const char **name, const char **
         *name = n->str;
         *person = p;
         *text = x;
+        *text_first = tf;
     }
     return found == 1;
 }
@@ -267,6 +269,7 @@ static int messaging_tool(const nd_json *tools, const char **name, const char **
  * (or memory runs out). */
 typedef struct {
     const char *tool, *person_key, *text_key;
+    int text_first; /* the schema names the text before the person */
     char *who, *message;
 } frame;
 
@@ -277,7 +280,7 @@ static int read_message_frame(const nd_json *tools, const char *request, frame *
         "i need you to", "i want you to", "go ahead and", "quick one", "please", "pls", "plz", "kindly", "hey",
         "hi", "hello", "ok", "okay", "so", "oh", "um", "uh", "yo", "right", "alright", "also", "and", NULL};
     memset(f, 0, sizeof *f);
-    if (!request || !messaging_tool(tools, &f->tool, &f->person_key, &f->text_key)) return 0;
+    if (!request || !messaging_tool(tools, &f->tool, &f->person_key, &f->text_key, &f->text_first)) return 0;
     size_t len = strlen(request), i = skip_spaces(request, len, 0), e;
     while ((e = any_phrase_at(request, len, i, FILLERS))) {
         i = e;
@@ -306,13 +309,16 @@ char *nd_message_frame_call(const nd_json *tools, const char *request, int ascii
     nd_buf_puts(&out, "[{\"name\":");
     nd_json_write_string(&out, f.tool, strlen(f.tool), ascii);
     nd_buf_puts(&out, ",\"arguments\":{");
-    nd_json_write_string(&out, f.person_key, strlen(f.person_key), ascii);
-    nd_buf_putc(&out, ':');
-    nd_json_write_string(&out, f.who, strlen(f.who), ascii);
-    nd_buf_putc(&out, ',');
-    nd_json_write_string(&out, f.text_key, strlen(f.text_key), ascii);
-    nd_buf_putc(&out, ':');
-    nd_json_write_string(&out, f.message, strlen(f.message), ascii);
+    /* in the schema's order, as the grammar writes them */
+    const char *keys[2] = {f.person_key, f.text_key}, *values[2] = {f.who, f.message};
+    int first = f.text_first;
+    for (int k = 0; k < 2; k++) {
+        int j = k ? 1 - first : first;
+        if (k) nd_buf_putc(&out, ',');
+        nd_json_write_string(&out, keys[j], strlen(keys[j]), ascii);
+        nd_buf_putc(&out, ':');
+        nd_json_write_string(&out, values[j], strlen(values[j]), ascii);
+    }
     nd_buf_puts(&out, "}}]");
     free(f.message);
     free(f.who);

@@ -280,3 +280,36 @@ int nd_object_put_json(nd_json *obj, const char *key, const char *text, size_t l
     if (!text || nd_json_parse(text, len, NULL, &value, &perr)) return -1;
     return nd_json_object_put(obj, key, value) ? -1 : 0;
 }
+
+/* The rank of an argument: its place in the tool's properties, or after them
+ * all in the order it came (a key the schema does not name). */
+static size_t argument_rank(const nd_json *props, const char *key, size_t at)
+{
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++)
+        if (!strcmp(props->keys[k], key)) return k;
+    return (props && props->type == ND_JSON_OBJECT ? props->count : 0) + at;
+}
+
+void nd_order_arguments(nd_json *calls, const nd_json *tools)
+{
+    for (size_t i = 0; calls && calls->type == ND_JSON_ARRAY && i < calls->count; i++) {
+        const nd_json *name = nd_json_get(&calls->items[i], "name");
+        nd_json *args = (nd_json *)nd_json_get(&calls->items[i], "arguments");
+        if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
+        const nd_json *props = nd_json_get(nd_tool_parameters(tools, name->str), "properties");
+        /* insertion sort (a handful of members), moving each member's three parts together */
+        for (size_t a = 1; a < args->count; a++)
+            for (size_t b = a; b > 0 && argument_rank(props, args->keys[b], b) < argument_rank(props, args->keys[b - 1], b - 1);
+                 b--) {
+                nd_json v = args->items[b];
+                args->items[b] = args->items[b - 1];
+                args->items[b - 1] = v;
+                char *k = args->keys[b];
+                args->keys[b] = args->keys[b - 1];
+                args->keys[b - 1] = k;
+                size_t l = args->key_lens[b];
+                args->key_lens[b] = args->key_lens[b - 1];
+                args->key_lens[b - 1] = l;
+            }
+    }
+}

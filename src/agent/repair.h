@@ -80,6 +80,11 @@ int nd_drop_near_duplicates(nd_json *calls);
  * were dropped. */
 int nd_drop_ungrounded_optional(nd_json *calls, const nd_json *tools, const char *ungrounded, const char *outside);
 
+/* Put each call's arguments in its tool's property order, the order the
+ * grammar writes them (a repair appends the members it adds); members the
+ * schema does not name follow, in their order. */
+void nd_order_arguments(nd_json *calls, const nd_json *tools);
+
 /* Set obj's member key to the value the JSON text[0, len) holds (replaced,
  * or appended).  Returns 0, or -1 when out of memory (or the text is not
  * JSON). */

@@ -755,6 +755,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             }
             nd_buf_puts(&completed, n_completed ? "]" : "[]");
             if (changed > 0) {
+                /* the members a repair added go where the schema (and the grammar) puts them */
+                nd_order_arguments(calls, s->tools);
                 r.calls.len = 0;
                 nd_json_write(&r.calls, calls, nd_chat_json_ascii(s->model->layout));
             }
