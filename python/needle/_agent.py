@@ -160,7 +160,9 @@ class Needle:
         (True, the default); False: never ("validation"."split" names the parts).
     ask_again: a first request the model answers with no call is asked again ("please " and the
         request), and that answer taken when it calls something grounded with no sign of a request
-        to refuse (True, the default; "validation"."asked_again" says so); False: never.
+        to refuse (True, the default; "validation"."asked_again" says so); still with no call, a
+        request in a messaging frame ("text mom that I'll be late") gets the call the frame spells
+        out; False: neither.
     """
 
     def __init__(self, tools=None, system=None, weights=None, tool_index_path=None, auto_date=True,

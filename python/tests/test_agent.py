@@ -54,6 +54,14 @@ def test_ask_again_answers_a_request_the_model_left_without_a_call():
     assert off["function_calls"] == [] and off["validation"]["asked_again"] is False
 
 
+def test_a_message_request_is_read_by_its_frame():
+    text = "text mom that I'll be late"
+    env = needle.Needle(auto_date=False).complete(text)
+    assert env["function_calls"] == [{"name": "send_message", "arguments": {"recipient": "mom", "text": "I'll be late"}}]
+    assert env["validation"]["completed"] == ["send_message.recipient", "send_message.text"]
+    assert needle.Needle(auto_date=False, ask_again=False).complete(text)["function_calls"] == []
+
+
 def test_per_call_budget_is_honoured():
     env = needle.Needle().complete("turn off the kitchen lights", max_new_tokens=3)
     assert env["success"] is False and env["error_code"] == -12  # NEEDLE_ELIMIT, an envelope, not an exception
