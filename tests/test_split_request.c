@@ -140,6 +140,13 @@ static void test_one_action_two_objects(void)
             "{\"name\":\"l\",\"arguments\":{\"room\":\"new driveway\"}}", "room:second|switch off the lights in Jon's room.");
     OBJECTS("Could you navigate to Vanuatu and Reunion now", "{\"name\":\"n\",\"arguments\":{\"destination\":\"reunion\"}}",
             "destination:second|Could you navigate to Vanuatu now");
+    /* a clock time said without its leading zero ("6:00" for "06:00"); the said form only when the
+     * written one is not in the request */
+    OBJECTS("alarms at 6:00 and 6:10 please", "{\"name\":\"a\",\"arguments\":{\"time\":\"06:00\"}}",
+            "time:first|alarms at 6:10 please");
+    OBJECTS("alarms at 06:00 and 6:10", "{\"name\":\"a\",\"arguments\":{\"time\":\"06:00\"}}",
+            "time:first|alarms at 6:10");
+    OBJECTS("alarms at 16:00 and 6:10", "{\"name\":\"a\",\"arguments\":{\"time\":\"06:00\"}}", "");
     /* not next to a join, inside a word, or not a string */
     OBJECTS("turn on the kitchen lights and make them blue", "{\"name\":\"l\",\"arguments\":{\"room\":\"kitchen\"}}", "");
     OBJECTS("call Anna and Bo", "{\"name\":\"c\",\"arguments\":{\"name\":\"Ann\"}}", "");
@@ -169,6 +176,15 @@ static void test_the_other_object_flanks_the_join(void)
     CHECK(nd_other_objects(second, call, o, ND_OTHER_OBJECT_MAX) == 1 && !o[0].value_first);
     CHECK(nd_other_object_flanks(second, &o[0], "Vanuatu", 7));
     CHECK(!nd_other_object_flanks(second, &o[0], "to Vanuat", 9));
+    nd_json_free(call);
+    /* the other time, said without its leading zero */
+    const char *times = "alarms at 6:00 and 6:10 please";
+    text = "{\"name\":\"a\",\"arguments\":{\"time\":\"06:00\"}}";
+    CHECK(nd_json_parse(text, strlen(text), NULL, &call, &err) == 0);
+    CHECK(nd_other_objects(times, call, o, ND_OTHER_OBJECT_MAX) == 1);
+    CHECK(nd_other_object_flanks(times, &o[0], "06:10", 5));
+    CHECK(nd_other_object_flanks(times, &o[0], "6:10", 4));
+    CHECK(!nd_other_object_flanks(times, &o[0], "16:10", 5));
     nd_json_free(call);
 }
 

@@ -303,6 +303,19 @@ static int piece_at(const char *text, size_t len, size_t at, const char *y, size
     return 1;
 }
 
+/* How a value is said: a clock time "07:30" as "7:30" too (the form without
+ * its leading zero, in *alt), else only as written (0). */
+static int said_alt(const char *v, size_t n, const char **alt, size_t *alt_len)
+{
+    if (n == 5 && v[0] == '0' && v[1] >= '0' && v[1] <= '9' && v[2] == ':' && v[3] >= '0' && v[3] <= '5' &&
+        v[4] >= '0' && v[4] <= '9') {
+        *alt = v + 1;
+        *alt_len = 4;
+        return 1;
+    }
+    return 0;
+}
+
 int nd_other_objects(const char *request, const nd_json *call, nd_other_object *out, int max)
 {
     const nd_json *args = call ? nd_json_get(call, "arguments") : NULL;
@@ -312,9 +325,14 @@ int nd_other_objects(const char *request, const nd_json *call, nd_other_object *
     for (size_t a = 0; a < args->count && n < max; a++) {
         const nd_json *v = &args->items[a];
         if (v->type != ND_JSON_STRING || v->len == 0 || v->len > len) continue;
-        for (size_t at = 0; at + v->len <= len && n < max; at++) {
-            if (!piece_at(request, len, at, v->str, v->len)) continue;
-            size_t b = at + v->len;
+        /* the value as written, or else as said ("07:30" said "7:30") */
+        const char *vs = v->str;
+        size_t vn = v->len, found = 0;
+        for (size_t at = 0; at + vn <= len && !found; at++) found = piece_at(request, len, at, vs, vn);
+        if (!found) said_alt(v->str, v->len, &vs, &vn);
+        for (size_t at = 0; at + vn <= len && n < max; at++) {
+            if (!piece_at(request, len, at, vs, vn)) continue;
+            size_t b = at + vn;
             nd_other_object o = {.key = args->keys[a], .value_begin = at, .value_end = b};
             /* V first: "call Filippo & Londisizwe" without "Filippo & " */
             size_t e = object_join_at(request, len, b);
@@ -352,7 +370,17 @@ int nd_other_objects(const char *request, const nd_json *call, nd_other_object *
     return n;
 }
 
+static int flanks_as(const char *request, const nd_other_object *o, const char *y, size_t y_len);
+
 int nd_other_object_flanks(const char *request, const nd_other_object *o, const char *y, size_t y_len)
+{
+    const char *alt;
+    size_t alt_len;
+    return flanks_as(request, o, y, y_len) || (said_alt(y, y_len, &alt, &alt_len) && flanks_as(request, o, alt, alt_len));
+}
+
+/* Does y, as written, stand on the far side of the join? */
+static int flanks_as(const char *request, const nd_other_object *o, const char *y, size_t y_len)
 {
     size_t len = strlen(request);
     if (o->value_first) {

@@ -50,7 +50,8 @@ int nd_split_points(const char *request, const nd_json *calls, nd_split_point *o
  * join (and up to two filler words between: the, my, a, an, in, to, at, for,
  * on) asks for the other object alone, and is answered on its own.  The
  * other object's value must stand on the far side of the join
- * (nd_other_object_flanks). */
+ * (nd_other_object_flanks).  A clock time "06:00" not in the request as
+ * written is looked for as said, "6:00". */
 #define ND_OTHER_OBJECT_MAX 4
 typedef struct {
     const char *key;               /* the argument (points into the call) */
