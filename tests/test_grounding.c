@@ -434,6 +434,10 @@ static void test_negation(void)
     CHECK(nd_request_negates("turn on the lights", NULL) == 0);
     CHECK(nd_request_negates("Ok, I didn't ask you to get directions to Leeds", NULL) == 1);
     CHECK(nd_request_negates("I did not ask for the lights", NULL) == 1);
+    CHECK(nd_request_negates("let's not adjust the thermostat to 70", NULL) == 1);
+    CHECK(nd_request_negates("better not turn the flashlight off", NULL) == 1);
+    CHECK(nd_request_negates("I'd rather not set an alarm", NULL) == 1);
+    CHECK(nd_request_negates("let's set an alarm", NULL) == 0);
     CHECK(nd_request_negates(NULL, NULL) == 0);
 }
 

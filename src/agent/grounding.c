@@ -848,7 +848,8 @@ static const char *const NEGATORS[] = {"don't", "dont", "do not", "doesn't need"
                                        "never mind", "nevermind", "never", "forget it", "forget about it",
                                        "forget that", "scratch that", "actually no", "actually, no", "hold off",
                                        "not necessary", "won't need", "shouldn't", "should not", "no thanks",
-                                       "no, thanks", "not needed", "didn't ask", "did not ask"};
+                                       "no, thanks", "not needed", "didn't ask", "did not ask", "let's not",
+                                       "lets not", "better not", "rather not"};
 /* words after "don't" that keep the request positive: "don't forget to ...",
  * "..., if you don't mind" */
 static const char *const KEEPERS[] = {"forget", "let me forget", "let me miss", "hesitate", "worry", "mind"};

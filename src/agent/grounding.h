@@ -38,7 +38,8 @@
  *               ungrounded while the latest request says no number at all:
  *               the request gave no value for it.
  *   negation    the latest request negates the action ("don't ...", "do
- *               not", "no need to", "never mind", "actually no", ...), except
+ *               not", "no need to", "never mind", "actually no", "let's not",
+ *               "better not", ...), except
  *               "don't forget" and negations inside a generated string value
  *               (a message that says "don't wait up").
  *
