@@ -217,6 +217,16 @@ static void test_the_bundled_model_answers_in_parts(void)
                strstr(two, "\"split\":[\"what's the weather in Lisbon and in Porto\",\"what's the weather in Porto\"]"),
            "%s", two ? two : "(none)");
     needle_free(two);
+    /* the request without the object is asked again when the model answers it with no call
+     * ("lights on in the dining room" alone gets [], as "please ..." its call); not with ask_again off */
+    char *again = send_first(0, "lights on in the kitchen and the dining room");
+    CHECKF(again && strstr(again, "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"kitchen\",\"on\":true}},"
+                                  "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"dining room\",\"on\":true}}"),
+           "%s", again ? again : "(none)");
+    needle_free(again);
+    again = first_envelope((needle_session_options){.ask_again = -1}, "lights on in the kitchen and the dining room");
+    CHECKF(again && !strstr(again, "dining room\",\"on\":true"), "%s", again ? again : "(none)");
+    needle_free(again);
     /* a value that names one of the tool's fields is not another object */
     char *field = send_first(0, "can you please turn the lights on in the upstairs conservatory and brightness 100 percent");
     CHECKF(field && !strstr(field, "\"room\":\"brightness\""), "%s", field ? field : "(none)");
