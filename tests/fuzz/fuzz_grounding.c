@@ -173,7 +173,13 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     int said = nd_clock_time_said(request);
     if (said < -1 || said >= 24 * 60) abort();
     int timed = nd_fix_clock_time(wide, tools, request, &paths, &np);
-    if (timed < 0 || np != n + added + timed || (timed && said < 0)) abort();
+    if (timed < 0 || np != n + added + timed) abort();
+    if (timed && said < 0) { /* no half of the day said: the time as said, an hour of 1 to 12 */
+        const nd_json *args = wide->type == ND_JSON_ARRAY && wide->count == 1 ? nd_json_get(&wide->items[0], "arguments") : NULL;
+        const nd_json *wake = args ? nd_json_get(args, "wake") : NULL;
+        int hour = wake && wake->type == ND_JSON_STRING && wake->len == 5 ? (wake->str[0] - '0') * 10 + (wake->str[1] - '0') : -1;
+        if (hour < 1 || hour > 12) abort();
+    }
     char no_such_time[260];
     int impossible = nd_clock_time_outside(wide, tools, request, no_such_time, sizeof no_such_time);
     if (impossible != (no_such_time[0] != '\0') || (impossible && (!nd_clock_time_impossible(request) || !strchr(no_such_time, '.'))))
