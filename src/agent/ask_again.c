@@ -212,27 +212,40 @@ int nd_refusal_signs(const nd_json *calls, const nd_json *tools, const char *req
     return sign;
 }
 
+nd_json *nd_scratch_answer_again(needle_session *scratch, const nd_json *tools, const char *request,
+                                 int max_new_tokens, int *rc, needle_error *err)
+{
+    static const char PREFIX[] = "please ";
+    *rc = 0;
+    size_t n = strlen(request), len = sizeof PREFIX - 1 + n;
+    char *text = malloc(len + 1);
+    if (!text) {
+        *rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+        return NULL;
+    }
+    memcpy(text, PREFIX, sizeof PREFIX - 1);
+    memcpy(text + sizeof PREFIX - 1, request, n + 1);
+    nd_json *env = nd_scratch_answer(scratch, text, len, max_new_tokens, rc, err);
+    free(text);
+    int sign = env ? nd_refusal_signs(nd_json_get(env, "function_calls"), tools, request) : 1;
+    if (sign < 0 && !*rc) *rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+    if (sign) {
+        nd_json_free(env);
+        return NULL;
+    }
+    return env;
+}
+
 int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, nd_split_answer *out,
                     needle_error *err)
 {
     if (!s->tools || !request) return 0;
-    static const char PREFIX[] = "please ";
-    size_t n = strlen(request), len = sizeof PREFIX - 1 + n;
-    char *text = malloc(len + 1);
-    if (!text) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
-    memcpy(text, PREFIX, sizeof PREFIX - 1);
-    memcpy(text + sizeof PREFIX - 1, request, n + 1);
     needle_session *scratch = NULL;
     int rc = nd_scratch_open(s, max_new_tokens, &scratch, err), taken = 0;
-    if (rc) {
-        free(text);
-        return rc == NEEDLE_ENOMEM ? rc : 0;
-    }
-    nd_json *env = nd_scratch_answer(scratch, text, len, max_new_tokens, &rc, err);
+    if (rc) return rc == NEEDLE_ENOMEM ? rc : 0;
+    nd_json *env = nd_scratch_answer_again(scratch, s->tools, request, max_new_tokens, &rc, err);
     const nd_json *calls = nd_json_get(env, "function_calls");
-    int sign = env ? nd_refusal_signs(calls, s->tools, request) : 1;
-    if (sign < 0) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
-    if (env && !sign && !rc) {
+    if (env && !rc) {
         int ascii = nd_chat_json_ascii(s->model->layout);
         out->calls.len = 0; /* (a two-part answer tried before may have left text here) */
         out->completed.len = 0;
@@ -247,6 +260,5 @@ int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, 
     }
     nd_json_free(env);
     nd_session_free(scratch);
-    free(text);
     return rc ? rc : taken;
 }

@@ -40,6 +40,14 @@
 #include "agent/split_turn.h"
 #include "core/json.h"
 
+/* The answer to request asked again ("please " and the request) in the
+ * scratch session (nd_scratch_open), when it calls something and shows none of
+ * the signs below; NULL when not (or with *rc set to an error code: out of
+ * memory).  Free with nd_json_free.  Used for a first request (below) and for
+ * the request without one of two objects (split_turn.c). */
+nd_json *nd_scratch_answer_again(needle_session *scratch, const nd_json *tools, const char *request,
+                                 int max_new_tokens, int *rc, needle_error *err);
+
 /* Ask request again as described above.  Returns 1 with out->calls,
  * out->completed and out->confidence filled when the answer is taken, 0 when
  * not, or an error code (out of memory). */

@@ -11,6 +11,7 @@
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "agent/spoken_words.h"
+#include "grammar/schema.h"
 #include "grammar/regex.h"
 #include "needle.h"
 
@@ -605,11 +606,7 @@ static const nd_json *tool_named(const nd_json *tools, const char *name)
 {
     if (!tools || tools->type != ND_JSON_ARRAY) return NULL;
     for (size_t i = 0; i < tools->count; i++) {
-        const nd_json *t = &tools->items[i], *n = nd_json_get(t, "name");
-        if (!n) {
-            const nd_json *f = nd_json_get(t, "function"); /* OpenAI form */
-            if (f) { t = f; n = nd_json_get(f, "name"); }
-        }
+        const nd_json *t = nd_tool_declaration(&tools->items[i]), *n = nd_json_get(t, "name");
         if (n && n->type == ND_JSON_STRING && !strcmp(n->str, name)) return t;
     }
     return NULL;

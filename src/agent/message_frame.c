@@ -9,6 +9,7 @@
 #include "agent/message_span.h"
 #include "agent/repair.h"
 #include "core/buf.h"
+#include "grammar/schema.h"
 
 static int is_space(char c)
 {
@@ -238,11 +239,7 @@ static int messaging_tool(const nd_json *tools, const char **name, const char **
     static const char *const TEXT_KEYS[] = {"text", "message", "body", "content", NULL};
     int found = 0;
     for (size_t i = 0; tools && tools->type == ND_JSON_ARRAY && i < tools->count; i++) {
-        const nd_json *t = &tools->items[i], *n = nd_json_get(t, "name");
-        if (!n && nd_json_get(t, "function")) { /* OpenAI form */
-            t = nd_json_get(t, "function");
-            n = nd_json_get(t, "name");
-        }
+        const nd_json *t = nd_tool_declaration(&tools->items[i]), *n = nd_json_get(t, "name");
         const nd_json *params = nd_json_get(t, "parameters"), *props = nd_json_get(params, "properties");
         if (!n || n->type != ND_JSON_STRING || !props || props->type != ND_JSON_OBJECT) continue;
         const char *p = NULL, *x = NULL;

@@ -212,22 +212,8 @@ static int answer_other_object(needle_session *s, needle_session *scratch, const
         /* a reduced request answered with no call is asked again, once, as a first request
          * is (ask_again.h): "lights on in the dining room" gets its call only as "please ..."
          * (the sides of a cut are not: 8 right, 13 wrong, docs/envelope.md) */
-        if (!env && !rc && s->ask_again) {
-            nd_buf again;
-            nd_buf_init(&again);
-            nd_buf_puts(&again, "please ");
-            nd_buf_append(&again, reduced.data, reduced.len - 1);
-            nd_buf_putc(&again, '\0');
-            if (!again.oom) {
-                env = nd_scratch_answer(scratch, again.data, again.len - 1, max_new_tokens, &rc, err);
-                const nd_json *c2 = nd_json_get(env, "function_calls");
-                if (env && nd_refusal_signs(c2, s->tools, reduced.data) != 0) {
-                    nd_json_free(env);
-                    env = NULL;
-                }
-            }
-            nd_buf_free(&again);
-        }
+        if (!env && !rc && s->ask_again)
+            env = nd_scratch_answer_again(scratch, s->tools, reduced.data, max_new_tokens, &rc, err);
         const nd_json *calls = nd_json_get(env, "function_calls");
         const nd_json *other = array_count(calls) == 1 ? &calls->items[0] : NULL;
         const nd_json *other_name = other ? nd_json_get(other, "name") : NULL;

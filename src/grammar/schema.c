@@ -1241,9 +1241,8 @@ static void ctx_free(ctx *c)
 
 /* ------------------------------------------------------------ entry points */
 
-static const nd_json *tool_function(const nd_json *tool)
+const nd_json *nd_tool_declaration(const nd_json *tool)
 {
-    /* accept both {"name",...} and the OpenAI wrapper {"type":"function","function":{...}} */
     const nd_json *f = nd_json_get(tool, "function");
     return f && f->type == ND_JSON_OBJECT && !nd_json_get(tool, "name") ? f : tool;
 }
@@ -1279,7 +1278,7 @@ int nd_schema_compile_tools(const nd_json *tools, const int *indices, size_t n_i
         snprintf(path, sizeof path, "tools[%zu]", ti);
         const nd_json *tool = &tools->items[ti];
         if (tool->type != ND_JSON_OBJECT) { rc = nd_errorf(err, NEEDLE_ESCHEMA, "%s: must be an object", path); break; }
-        tool = tool_function(tool);
+        tool = nd_tool_declaration(tool);
         const nd_json *name = nd_json_get(tool, "name"), *params = nd_json_get(tool, "parameters");
         if (!name || name->type != ND_JSON_STRING || name->len == 0 || memchr(name->str, 0, name->len)) {
             rc = nd_errorf(err, NEEDLE_ESCHEMA, "%s.name: must be a non-empty string", path);

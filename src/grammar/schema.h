@@ -115,6 +115,10 @@ struct nd_grammar {
     uint32_t copy_gen;
 };
 
+/* A tool declaration as given: {"name",...}, or the OpenAI wrapper's
+ * {"type":"function","function":{...}} unwrapped. */
+const nd_json *nd_tool_declaration(const nd_json *tool);
+
 /* Build the grammar for tools[indices[i]] (all tools when indices is NULL). */
 int nd_schema_compile_tools(const nd_json *tools, const int *indices, size_t n_indices, nd_grammar **out,
                             needle_error *err);
