@@ -2,7 +2,7 @@
  *
  * Every kernel table this binary carries and this CPU runs is held against
  * the baseline table on the same random inputs (F32 and CQ matmuls at decode
- * and prefill sizes, attention, the norm and the MLP), and each is checked to
+ * and prefill sizes, attention, the norm and the MLPs), and each is checked to
  * give the same bits for 1, 2 and 3 threads.  When NEEDLE_ISA is set (make
  * test-isa runs the whole suite once per path), the table in use must be the
  * one forced. */
@@ -318,6 +318,58 @@ static void test_kv_quant_bits_on_every_path(void)
         }
 }
 
+/* Needle 3's Monarch MLP is compiled per ISA (wider tiles of its Kronecker
+ * products) with each output's arithmetic unchanged: every path, inline and
+ * split over 2 and 3 threads, gives the baseline's bits, on geometries whose
+ * factors are narrower than, as wide as and wider than one vector.  (The MLP's
+ * norm is each path's own rmsnorm, whose sums differ in order; the inputs are
+ * multiples of 1/16 with small numerators, so every order sums their squares
+ * exactly and the norm is the same on every path.) */
+static void test_monarch_bits_on_every_path(void)
+{
+    const nd_cpu_kernels *t[ND_ISA_COUNT];
+    int n = tables(t);
+    const nd_cpu_kernels *base = nd_cpu_kernels_for(ND_ISA_BASELINE);
+    const int geo[][3] = {{40, 8, 8}, {200, 16, 16}, {300, 16, 32}, {700, 32, 32}}; /* d, a, b */
+    for (size_t gi = 0; gi < sizeof geo / sizeof geo[0]; gi++) {
+        int d = geo[gi][0], A = geo[gi][1], B = geo[gi][2], N = A * B, R = 8, T = 3;
+        float *b0 = malloc(sizeof(float) * (size_t)T * d), *norm = malloc(sizeof(float) * (size_t)d);
+        float *dv = malloc(sizeof(float) * 5 * (size_t)N), *wa = malloc(sizeof(float) * 3 * (size_t)A * A);
+        float *wb = malloc(sizeof(float) * 3 * (size_t)B * B), *cv = malloc(sizeof(float) * (size_t)d * R);
+        float *cu = malloc(sizeof(float) * (size_t)R * N), *p1 = malloc(sizeof(float) * (size_t)N);
+        float *p2 = malloc(sizeof(float) * (size_t)N), *z = malloc(sizeof(float) * (3 * (size_t)N + (size_t)R));
+        float *ref = malloc(sizeof(float) * (size_t)T * d), *got = malloc(sizeof(float) * (size_t)T * d);
+        fill(b0, (size_t)T * d), fill(norm, (size_t)d), fill(dv, 5 * (size_t)N), fill(wa, 3 * (size_t)A * A);
+        fill(wb, 3 * (size_t)B * B), fill(cv, (size_t)d * R), fill(cu, (size_t)R * N);
+        for (int i = 0; i < T * d; i++) b0[i] = (float)(int)(b0[i] * 64.0f) / 16.0f;
+        for (int i = 0; i < N; i++) p1[i] = (float)((i * 5 + 3) % N), p2[i] = (float)((i * 7 + 1) % N);
+        size_t AA = (size_t)A * A, BB = (size_t)B * B;
+        nd_monarch_mlp_args a = {.T = T, .d = d, .hada_n = N, .a = A, .b_dim = B, .rank = R, .norm = norm,
+                                 .d1 = dv, .d2 = dv + N, .b2 = dv + 2 * N, .d3 = dv + 3 * N, .d4 = dv + 4 * N,
+                                 .w1a = wa, .w1b = wb, .w2a = wa + AA, .w2b = wb + BB, .w3a = wa + 2 * AA,
+                                 .w3b = wb + 2 * BB, .cond_v = cv, .cond_u = cu, .p1 = p1, .p2 = p2, .z = z};
+        memcpy(ref, b0, sizeof(float) * (size_t)T * d);
+        a.b = ref;
+        base->monarch_mlp(&a);
+        for (int i = 0; i < n; i++)
+            for (int th = 1; th <= 3; th++) {
+                nd_threadpool *pool = NULL;
+                if (th > 1) CHECK(nd_threadpool_create(th, &pool, NULL) == 0);
+                memcpy(got, b0, sizeof(float) * (size_t)T * d);
+                a.b = got;
+                if (pool)
+                    t[i]->monarch_mlp_pooled(pool, &a, NULL, NULL);
+                else
+                    t[i]->monarch_mlp(&a);
+                CHECKF(!memcmp(got, ref, sizeof(float) * (size_t)T * d), "monarch_mlp %s d=%d a=%d b=%d, %d threads",
+                       nd_cpu_isa_name(t[i]->isa), d, A, B, th);
+                nd_threadpool_free(pool);
+            }
+        free(b0), free(norm), free(dv), free(wa), free(wb), free(cv), free(cu), free(p1), free(p2), free(z);
+        free(ref), free(got);
+    }
+}
+
 int main(void)
 {
     RUN(test_choice_follows_environment);
@@ -326,5 +378,6 @@ int main(void)
     RUN(test_small_kernels_agree_across_paths);
     RUN(test_hadamard_and_a8_bits_on_every_path);
     RUN(test_kv_quant_bits_on_every_path);
+    RUN(test_monarch_bits_on_every_path);
     return check_summary();
 }

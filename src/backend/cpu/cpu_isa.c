@@ -115,3 +115,9 @@ void nd_cpu_head_pool(const float *probes, int num_probes, int d, const float *c
 {
     active()->head_pool(probes, num_probes, d, cells, n_cells, pooled, wts);
 }
+void nd_cpu_monarch_mlp(const nd_monarch_mlp_args *a) { active()->monarch_mlp(a); }
+void nd_cpu_monarch_mlp_pooled(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *),
+                               void *extra_ctx)
+{
+    active()->monarch_mlp_pooled(pool, a, extra, extra_ctx);
+}

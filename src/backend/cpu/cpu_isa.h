@@ -71,6 +71,9 @@ typedef struct nd_cpu_kernels {
     float (*act_quant)(const float *x, int n, int8_t *codes, float *xq);
     void (*matmul_a8_with)(nd_threadpool *pool, int n, const nd_matrix *const *w, const float *x, int T, int ldx,
                            float *const *y, const int *ldy, float *work, void (*extra)(void *), void *extra_ctx);
+    void (*monarch_mlp)(const nd_monarch_mlp_args *a);
+    void (*monarch_mlp_pooled)(nd_threadpool *pool, const nd_monarch_mlp_args *a, void (*extra)(void *),
+                               void *extra_ctx);
 } nd_cpu_kernels;
 
 /* The tables built into this binary (only those nd_cpu_isa_built says). */

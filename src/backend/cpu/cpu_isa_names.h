@@ -70,5 +70,7 @@
 #define nd_cpu_engram_gate ND_ISA_NAME(nd_cpu_engram_gate)
 #define nd_cpu_lane_mean ND_ISA_NAME(nd_cpu_lane_mean)
 #define nd_cpu_head_pool ND_ISA_NAME(nd_cpu_head_pool)
+#define nd_cpu_monarch_mlp ND_ISA_NAME(nd_cpu_monarch_mlp)
+#define nd_cpu_monarch_mlp_pooled ND_ISA_NAME(nd_cpu_monarch_mlp_pooled)
 
 #endif

@@ -43,4 +43,6 @@ const nd_cpu_kernels ND_ISA_NAME(nd_cpu_kernels) = {
     .head_pool = nd_cpu_head_pool,
     .act_quant = nd_cpu_act_quant,
     .matmul_a8_with = nd_cpu_matmul_a8_with,
+    .monarch_mlp = nd_cpu_monarch_mlp,
+    .monarch_mlp_pooled = nd_cpu_monarch_mlp_pooled,
 };

@@ -1,10 +1,15 @@
 /* cpu_monarch.c - Needle 3's Monarch Hadamard MLP (SPEC-needle3 5.3 item 4)
  * on the CPU: the three Kronecker-factored products are done as two small
  * matrix products each (W_a^T Z W_b on z viewed as a x b), never as a WHT,
- * because trained factors are arbitrary matrices. */
+ * because trained factors are arbitrary matrices.  Compiled once per ISA
+ * (cpu_monarch_avx2.c, cpu_monarch_avx512.c): every copy computes the same
+ * bits (each output's products and sums in the same order, no fused
+ * multiply-add), the wider ones only do more outputs per instruction. */
+#include "backend/cpu/cpu_isa_names.h" /* first: this copy's kernel names (compiled once per ISA) */
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_simd.h"
 
 /* y = z K with K = Wa (x) Wb: y[k*b + l] = sum_i sum_j Z[i][j] Wa[i][k] Wb[j][l].
  * m: scratch of a*b floats.  Each output value is 0 + the products added in
@@ -17,8 +22,8 @@
 #define KRON_BLOCK 8
 
 /* out[r*ldo + l] = sum_j z[r*zstride + j*zstep] * w[j*ldw + l]  (r < rows, j < n, l < cols, cols % KRON_BLOCK == 0) */
-static void kron_cols(const float *restrict z, int zstride, int zstep, const float *restrict w, int ldw, int rows,
-                      int n, int cols, float *restrict out, int ldo)
+static void kron_cols_scalar(const float *restrict z, int zstride, int zstep, const float *restrict w, int ldw,
+                             int rows, int n, int cols, float *restrict out, int ldo)
 {
     for (int r = 0; r < rows; r++) {
         for (int l0 = 0; l0 < cols; l0 += KRON_BLOCK) {
@@ -31,6 +36,59 @@ static void kron_cols(const float *restrict z, int zstride, int zstep, const flo
             for (int l = 0; l < KRON_BLOCK; l++) out[(size_t)r * ldo + l0 + l] = acc[l];
         }
     }
+}
+
+#if ND_VW >= 4
+/* A tile of RB rows x CV vectors of columns of kron_cols (RB <= 4 and CV <= 2,
+ * constants once inlined, so the RB*CV sums stay in registers): each weight
+ * vector is loaded once for RB rows, and the RB*CV independent sums keep
+ * both arithmetic ports busy.  Each lane is 0 + z*w + z*w ... in order of j,
+ * a product rounded before its add, exactly as kron_cols_scalar. */
+static inline __attribute__((always_inline)) void kron_tile(const float *restrict z, int zstride, int zstep,
+                                                           const float *restrict w, int ldw, int n,
+                                                           float *restrict out, int ldo, const int RB, const int CV)
+{
+    ndv acc[4][2];
+    for (int r = 0; r < RB; r++)
+        for (int c = 0; c < CV; c++) acc[r][c] = ndv_zero();
+    for (int j = 0; j < n; j++) {
+        const float *wj = w + (size_t)j * ldw;
+        ndv wv[2];
+        for (int c = 0; c < CV; c++) wv[c] = ndv_load(wj + c * ND_VW);
+        for (int r = 0; r < RB; r++) {
+            ndv zb = ndv_set1(z[(size_t)r * zstride + (size_t)j * zstep]);
+            for (int c = 0; c < CV; c++) acc[r][c] = ndv_add(acc[r][c], ndv_mul(zb, wv[c]));
+        }
+    }
+    for (int r = 0; r < RB; r++)
+        for (int c = 0; c < CV; c++) ndv_store(out + (size_t)r * ldo + c * ND_VW, acc[r][c]);
+}
+
+/* Rows r0 .. r0+RB-1 of kron_cols, every column (cols % ND_VW == 0). */
+static inline __attribute__((always_inline)) void kron_row_block(const float *z, int zstride, int zstep,
+                                                                const float *w, int ldw, int n, int cols,
+                                                                float *out, int ldo, const int RB)
+{
+    int l0 = 0;
+    for (; l0 + 2 * ND_VW <= cols; l0 += 2 * ND_VW) kron_tile(z, zstride, zstep, w + l0, ldw, n, out + l0, ldo, RB, 2);
+    if (l0 < cols) kron_tile(z, zstride, zstep, w + l0, ldw, n, out + l0, ldo, RB, 1);
+}
+#endif
+
+static void kron_cols(const float *restrict z, int zstride, int zstep, const float *restrict w, int ldw, int rows,
+                      int n, int cols, float *restrict out, int ldo)
+{
+#if ND_VW >= 4
+    if (cols % ND_VW == 0) {
+        int r = 0;
+        for (; r + 4 <= rows; r += 4)
+            kron_row_block(z + (size_t)r * zstride, zstride, zstep, w, ldw, n, cols, out + (size_t)r * ldo, ldo, 4);
+        for (; r < rows; r++)
+            kron_row_block(z + (size_t)r * zstride, zstride, zstep, w, ldw, n, cols, out + (size_t)r * ldo, ldo, 1);
+        return;
+    }
+#endif
+    kron_cols_scalar(z, zstride, zstep, w, ldw, rows, n, cols, out, ldo);
 }
 
 /* columns [l0, l1) of m = Z Wb, then of y = Wa^T m (b % KRON_BLOCK == 0) */
@@ -71,7 +129,7 @@ static void kron_apply(const float *z, const float *wa, const float *wb, int a, 
 
 typedef struct kron_job {
     const float *z, *wa, *wb;
-    int a, b;
+    int a, b, cols; /* cols: columns per task */
     float *m, *y;
     void (*extra)(void *ctx); /* one more task, unrelated to the product (or NULL) */
     void *extra_ctx;
@@ -81,11 +139,11 @@ static void kron_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const kron_job *j = ctx;
-    if (task == j->b / KRON_BLOCK) {
+    if (task == j->b / j->cols) {
         j->extra(j->extra_ctx);
         return;
     }
-    kron_block_cols(j->z, j->wa, j->wb, j->a, j->b, j->m, j->y, task * KRON_BLOCK, (task + 1) * KRON_BLOCK);
+    kron_block_cols(j->z, j->wa, j->wb, j->a, j->b, j->m, j->y, task * j->cols, (task + 1) * j->cols);
 }
 
 /* kron_apply, its column blocks over the pool when there is one worth using */
@@ -97,8 +155,11 @@ static void kron_run(nd_threadpool *pool, const float *z, const float *wa, const
         if (extra) extra(extra_ctx);
         return;
     }
-    kron_job j = {.z = z, .wa = wa, .wb = wb, .a = a, .b = b, .m = m, .y = y, .extra = extra, .extra_ctx = extra_ctx};
-    nd_threadpool_run(pool, b / KRON_BLOCK + (extra != NULL), kron_task, &j);
+    /* a whole vector of columns per task where the ISA's vectors are wider than a block */
+    int cols = ND_VW > KRON_BLOCK && b % ND_VW == 0 && b / ND_VW >= 2 ? ND_VW : KRON_BLOCK;
+    kron_job j = {.z = z, .wa = wa, .wb = wb, .a = a, .b = b, .cols = cols, .m = m, .y = y, .extra = extra,
+                  .extra_ctx = extra_ctx};
+    nd_threadpool_run(pool, b / cols + (extra != NULL), kron_task, &j);
 }
 
 /* x[i] = silu(d2[i] c[i] y[p1[i]] + b2[i]) for i in [i0, i1), with the
