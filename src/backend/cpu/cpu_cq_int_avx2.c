@@ -96,6 +96,8 @@ static inline __attribute__((always_inline)) void rows_nt(const nd_cq_int_args *
             /* per token: hi term even/odd vectors, lo term even/odd vectors */
             __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0, la0 = a0, la1 = a0, lb0 = a0, lb1 = a0;
             size_t zo = (size_t)g * ND_CQ_GROUP;
+            /* unrolled, so the sums stay in registers (as in cpu_cq_int_avx512.c) */
+#pragma GCC unroll 4
             for (int q = 0; q < 8; q += 2) {
                 __m256i u0, u1;
                 __m256i v0 = decode16(pg + 2 * sb * q, sb, d, &u0), v1 = decode16(pg + 2 * sb * (q + 1), sb, d, &u1);
@@ -161,6 +163,7 @@ static inline __attribute__((always_inline)) void row_tokens(const nd_cq_int_arg
     for (int g = 0; g < groups; g++) {
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0, la0 = a0, la1 = a0, lb0 = a0, lb1 = a0;
         size_t zo = (size_t)g * ND_CQ_GROUP;
+#pragma GCC unroll 4
         for (int q = 0; q < 8; q += 2) {
             __m256i v0 = _mm256_loadu_si256((const __m256i *)(vb + zo + 16 * q));
             __m256i v1 = _mm256_loadu_si256((const __m256i *)(vb + zo + 16 * q + 16));

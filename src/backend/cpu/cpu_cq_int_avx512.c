@@ -87,6 +87,9 @@ static inline __attribute__((always_inline)) void rows_nt(const nd_cq_int_args *
             __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, l0 = c0, l1 = c0, l2 = c0, l3 = c0;
             size_t zo = (size_t)g * ND_CQ_GROUP;
             const __m512i words = group_words(pg, d, sb);
+            /* unrolled: the passes' shifts become immediates and the sums stay in their
+             * registers (rolled, GCC copied all eight sums twice per pass) */
+#pragma GCC unroll 4
             for (int q = 0; q < 4; q++) { /* pass q: codes 4k+q */
                 __m512i idx = _mm512_srli_epi16(words, (unsigned)(sb * q));
                 __m512i v = _mm512_permutexvar_epi16(idx, d->table), u = _mm512_permutexvar_epi16(idx, d->table_lo);
