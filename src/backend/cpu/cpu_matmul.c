@@ -681,7 +681,7 @@ void nd_cpu_gather_rows(const nd_matrix *w, const int *rows, int n, float *out)
  * not depend on the batch it came in (decode, prefill, any chunking give the
  * same bits).  Float matrices (the dequantised path) take the fake-quantised
  * floats through the ordinary matmul.  Work: [T*(MULTI_MAX+1) per-token
- * scales][T*cols_pad int16 rotated codes][cols int8 codes][T*cols
+ * scales, padded to 16 floats][T*cols_pad int16 rotated codes][cols int8 codes][T*cols
  * fake-quantised floats, only when a float matrix is among them]. */
 
 /* Prefill (T >= A8_BATCH_T): fixed tasks of A8_ROWS_PER_TASK_BATCH rows, so
@@ -752,9 +752,15 @@ static void a8_quant_task(void *ctx, int t, int thread)
     }
 }
 
+/* The scales take whole cache lines, so the rotated codes after them start on
+ * a 64-byte boundary (the work block is one): each 64-byte vector load of
+ * them then reads one cache line, not two (an AVX-512 GEMM over codes 16
+ * bytes off the line ran 10-15% slower). */
+static size_t a8_scale_floats(int T) { return ((size_t)T * (MULTI_MAX + 1) + 15) & ~(size_t)15; }
+
 static size_t a8_head_floats(int T, int cols, int cols_pad, int threads, int any_f32)
 {
-    size_t f = (size_t)T * (MULTI_MAX + 1) + ((size_t)T * (size_t)cols_pad + 1) / 2 +
+    size_t f = a8_scale_floats(T) + ((size_t)T * (size_t)cols_pad + 1) / 2 +
                ((size_t)threads * (size_t)cols_pad + 3) / 4 + (any_f32 ? (size_t)T * (size_t)cols : 0);
     return (f + 15) & ~(size_t)15;
 }
@@ -786,7 +792,7 @@ void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w
     }
     int threads = nd_threadpool_threads(pool);
     float *scale = work;
-    int16_t *z = (int16_t *)(scale + (size_t)T * (MULTI_MAX + 1));
+    int16_t *z = (int16_t *)(scale + a8_scale_floats(T));
     int8_t *codes = (int8_t *)(z + (size_t)T * (size_t)cols_pad);
     float *xq = any_f32 ? work + a8_head_floats(T, cols, cols_pad, threads, 0) : NULL;
     float *rest = work + a8_head_floats(T, cols, cols_pad, threads, any_f32);
