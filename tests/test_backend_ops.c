@@ -483,7 +483,7 @@ static void ref_attention(const nd_attn_args *a, const float *kf, const float *v
  * int8 cache with one scale per head vector (Needle 3) */
 static void attention_case_hs(int T, int pos0, int window, int sinks, int kv_bits, int hd, int vhd, int head_scale)
 {
-    int H = 8, KVH = 4, KV = KVH * hd, VW = KVH * vhd, slots = 12;
+    int H = 8, KVH = 4, KV = KVH * hd, VW = KVH * vhd, slots = pos0 + 3 > 12 ? pos0 + 3 : 12;
     int kg = head_scale ? hd : ND_KV_GROUP, vg = head_scale ? vhd : ND_KV_GROUP, groups = KV / kg, vgroups = VW / vg;
     float *q = frand_array((size_t)T * H * hd, 1.0f), *kc = frand_array((size_t)T * KV, 1.0f);
     float *vc = frand_array((size_t)T * VW, 1.0f), *kf = frand_array((size_t)slots * KV, 1.0f);
@@ -504,7 +504,7 @@ static void attention_case_hs(int T, int pos0, int window, int sinks, int kv_bit
     }
     for (size_t i = 0; i < (size_t)slots * KV; i++) kd[i] = kv_bits == 8 ? k8[i] * ks[i / kg] : kf[i];
     for (size_t i = 0; i < (size_t)slots * VW; i++) vd[i] = kv_bits == 8 ? v8[i] * vs[i / vg] : vf[i];
-    int pos[12];
+    int *pos = malloc(sizeof(int) * (size_t)slots);
     for (int s = 0; s < slots; s++) pos[s] = s < pos0 ? (s * 7) % pos0 : -1; /* shuffled, the rest empty */
     float *out = calloc((size_t)T * H * vhd, sizeof(float)), *ref = calloc((size_t)T * H * vhd, sizeof(float));
     nd_attn_args a = {.T = T, .pos0 = pos0, .num_heads = H, .num_kv_heads = KVH, .head_dim = hd, .v_head_dim = vhd,
@@ -518,7 +518,7 @@ static void attention_case_hs(int T, int pos0, int window, int sinks, int kv_bit
                  "attention T=%d pos0=%d window=%d sinks=%d kv_bits=%d hd=%d vhd=%d head_scale=%d", T, pos0, window,
                  sinks, kv_bits, hd, vhd, head_scale);
     free(q), free(kc), free(vc), free(kf), free(vf), free(k8), free(v8), free(ks), free(vs), free(kd), free(vd),
-        free(out), free(ref), free(work);
+        free(out), free(ref), free(work), free(pos);
 }
 
 static void attention_case_v(int T, int pos0, int window, int sinks, int kv_bits, int hd, int vhd)
@@ -554,6 +554,11 @@ static void test_attention(void)
         attention_case(5, 9, 6, 2, bits);       /* window 6, two sinks */
         attention_case(1, 10, 4, 0, bits);      /* one decode step */
         attention_case(7, 0, 3, 1, bits);       /* no cache yet */
+        /* more cached keys than one block of 16 (the AVX-512 int8 path sums
+         * scores 16 keys at a time): full blocks and a short last one */
+        attention_case(1, 40, 1 << 30, 0, bits);
+        attention_case(5, 37, 1 << 30, 0, bits);
+        attention_case(3, 41, 20, 2, bits);
     }
 }
 

@@ -242,6 +242,93 @@ static void attn_task_i8(const attn_job *j, int t, int kvh, float *score)
  * arrays they index to live in registers */
 #define ATT_UNROLL _Pragma("GCC unroll 8")
 
+#if ND_VW == 16
+/* The sums of the 16 lanes of each of v[0..15], as one vector (lane k: v[k]'s
+ * sum), by the tree of GCC's _mm512_reduce_add_ps, written out so every
+ * compiler gives these bits: lanes i + (i+8), then + 4 apart, + 2 apart,
+ * + 1 apart.  Done for 16 vectors together, each step's shuffles serve two
+ * of them (30 shuffles and 15 adds for 16 sums). */
+static inline __m512 hsum16(const __m512 *v)
+{
+    __m512 p[8], q[4], r[2];
+    for (int m = 0; m < 8; m++) /* lanes 0-7: v[2m]'s a[i] + a[i+8]; lanes 8-15: v[2m+1]'s */
+        p[m] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], 0xEE));
+    for (int m = 0; m < 4; m++) /* 128-bit block b: v[4m+b]'s b[i] + b[i+4] */
+        q[m] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * m], p[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(p[2 * m], p[2 * m + 1], 0xDD));
+    for (int m = 0; m < 2; m++) /* block b: c[0]+c[2], c[1]+c[3] of v[8m+b], then of v[8m+4+b] */
+        r[m] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * m], q[2 * m + 1], 0x44),
+                             _mm512_shuffle_ps(q[2 * m], q[2 * m + 1], 0xEE));
+    /* lane 4b + j: the sum of v[b + 4j]; put lane k's own sum in lane k */
+    __m512 s = _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], 0x88), _mm512_shuffle_ps(r[0], r[1], 0xDD));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, s);
+}
+#endif
+
+/* The weighted sums of queries b0 .. b0+NQ-1 of a block (NQ 1 or 2, a
+ * constant): each widened value row serves both, then each query's own chunk
+ * rows, then its 1/sum.  The accumulators are indexed by constants only (the
+ * loops unrolled), so they live in registers: chosen by a run-time index, as
+ * before, GCC kept them on the stack and every multiply-add went through
+ * memory. */
+static inline __attribute__((always_inline)) void attn_vsum_i8(const attn_job *j, int kvh, int t0, int b0, const int NQ, int n8,
+                                                              const int *nf, const int8_t *const *v8,
+                                                              const float *const *vs, const float *score,
+                                                              const float *inv, const int NV, const int G)
+{
+    const nd_attn_args *a = j->a;
+    int hd = NV * ND_VW, kvw = a->num_kv_heads * hd, kg = key_group(a), A = a->num_heads * hd;
+    size_t keys = keys_of(a);
+    ndv acc[2][I8_MAX_G][I8_MAX_VECS];
+    ATT_UNROLL
+    for (int h = 0; h < NQ; h++)
+        ATT_UNROLL
+        for (int g = 0; g < G; g++)
+            ATT_UNROLL
+            for (int c = 0; c < NV; c++) acc[h][g][c] = ndv_zero();
+    for (int i = 0; i < n8; i++) {
+        ndv vv[I8_MAX_VECS];
+        ATT_UNROLL
+        for (int c = 0; c < NV; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / kg]));
+        ATT_UNROLL
+        for (int h = 0; h < NQ; h++)
+            ATT_UNROLL
+            for (int g = 0; g < G; g++) {
+                ndv e = ndv_set1(score[((size_t)(b0 + h) * G + (size_t)g) * keys + (size_t)i]);
+                ATT_UNROLL
+                for (int c = 0; c < NV; c++) acc[h][g][c] = ndv_fma(e, vv[c], acc[h][g][c]);
+            }
+    }
+    ATT_UNROLL
+    for (int h = 0; h < NQ; h++) {
+        int bb = b0 + h, t = t0 + bb, qpos = a->pos0 + t, n = n8;
+        const float *eb = score + (size_t)bb * G * keys;
+        float *o = a->out + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
+        if (n8 + nf[bb] == 0) {
+            for (int c = 0; c < G * hd; c++) o[c] = 0.0f;
+            continue;
+        }
+        for (int u = 0; u <= t; u++) {
+            if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
+            const float *vf = a->v_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
+            ATT_UNROLL
+            for (int g = 0; g < G; g++) {
+                ndv e = ndv_set1(eb[(size_t)g * keys + (size_t)n]);
+                ATT_UNROLL
+                for (int c = 0; c < NV; c++) acc[h][g][c] = ndv_fma(e, ndv_load(vf + c * ND_VW), acc[h][g][c]);
+            }
+            n++;
+        }
+        ATT_UNROLL
+        for (int g = 0; g < G; g++)
+            ATT_UNROLL
+            for (int c = 0; c < NV; c++)
+                ndv_store(o + (size_t)g * (size_t)hd + c * ND_VW, ndv_mul(acc[h][g][c], ndv_set1(inv[bb * G + g])));
+    }
+}
+
 static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j, int t0, int nq, int kvh, float *work,
                                                              const int NV, const int G)
 {
@@ -265,6 +352,40 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
     float scale = 1.0f / sqrtf((float)hd);
     const float *q0 = a->q + (size_t)t0 * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
     /* scores of the cached rows: each key row widened once for every query and head */
+#if ND_VW == 16
+    /* AVX-512: the lane sums of 16 keys at a time go to L1 and are reduced
+     * together (hsum16), a few shuffles per key instead of a serial reduction
+     * of each; every key still gets ndv_hsum's tree. */
+    ndv sums[ATT_QB * I8_MAX_G * 16];
+    for (int i0 = 0; i0 < n8; i0 += 16) {
+        int nk = n8 - i0 < 16 ? n8 - i0 : 16;
+        for (int ii = 0; ii < 16; ii++) {
+            int i = i0 + ii;
+            if (ii >= nk) { /* a short last block: zero lanes, never stored */
+                for (int b = 0; b < nq; b++)
+                    for (int g = 0; g < G; g++) sums[(b * G + g) * 16 + ii] = ndv_zero();
+                continue;
+            }
+            if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
+            ndv kv[NV];
+            ATT_UNROLL
+            for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / kg] * scale));
+            for (int b = 0; b < nq; b++)
+                ATT_UNROLL
+                for (int g = 0; g < G; g++) {
+                    const float *qg = q0 + (size_t)b * (size_t)A + (size_t)g * (size_t)hd;
+                    ndv acc = ndv_zero();
+                    ATT_UNROLL
+                    for (int c = 0; c < NV; c++) acc = ndv_fma(ndv_load(qg + c * ND_VW), kv[c], acc);
+                    sums[(b * G + g) * 16 + ii] = acc;
+                }
+        }
+        for (int b = 0; b < nq; b++)
+            for (int g = 0; g < G; g++)
+                _mm512_mask_storeu_ps(score + ((size_t)b * G + (size_t)g) * keys + (size_t)i0, (__mmask16)((1u << nk) - 1u),
+                                      hsum16(sums + (b * G + g) * 16));
+    }
+#else
     for (int i = 0; i < n8; i++) {
         if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
         ndv kv[NV];
@@ -280,6 +401,7 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
                 score[((size_t)b * G + (size_t)g) * keys + (size_t)i] = ndv_hsum(acc);
             }
     }
+#endif
     /* each query's own chunk rows (float, causal), then its softmax */
     for (int b = 0; b < nq; b++) {
         int t = t0 + b, qpos = a->pos0 + t, n = n8;
@@ -298,56 +420,10 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
     /* weighted sums: queries in pairs share each widened value row */
     const int PAIR = G * NV <= 8;
     for (int b = 0; b < nq; b += PAIR ? 2 : 1) {
-        int two = PAIR && b + 1 < nq;
-        const float *e0 = score + (size_t)b * G * keys, *e1 = e0 + (size_t)G * keys;
-        ndv acc0[G][NV], acc1[G][NV];
-        ATT_UNROLL
-        for (int g = 0; g < G; g++)
-            ATT_UNROLL
-            for (int c = 0; c < NV; c++) acc0[g][c] = ndv_zero(), acc1[g][c] = ndv_zero();
-        for (int i = 0; i < n8; i++) {
-            ndv vv[NV];
-            ATT_UNROLL
-            for (int c = 0; c < NV; c++) vv[c] = ndv_mul(ndv_load_i8(v8[i] + c * ND_VW), ndv_set1(vs[i][c * ND_VW / kg]));
-            ATT_UNROLL
-            for (int g = 0; g < G; g++) {
-                ndv e = ndv_set1(e0[(size_t)g * keys + (size_t)i]);
-                ATT_UNROLL
-                for (int c = 0; c < NV; c++) acc0[g][c] = ndv_fma(e, vv[c], acc0[g][c]);
-            }
-            if (two)
-                ATT_UNROLL
-                for (int g = 0; g < G; g++) {
-                    ndv e = ndv_set1(e1[(size_t)g * keys + (size_t)i]);
-                    ATT_UNROLL
-                    for (int c = 0; c < NV; c++) acc1[g][c] = ndv_fma(e, vv[c], acc1[g][c]);
-                }
-        }
-        for (int h = 0; h <= two; h++) {
-            int bb = b + h, t = t0 + bb, qpos = a->pos0 + t, n = n8;
-            const float *eb = h ? e1 : e0;
-            float *o = a->out + (size_t)t * (size_t)A + (size_t)kvh * (size_t)G * (size_t)hd;
-            if (n8 + nf[bb] == 0) {
-                for (int c = 0; c < G * hd; c++) o[c] = 0.0f;
-                continue;
-            }
-            for (int u = 0; u <= t; u++) {
-                if (!key_visible(a->pos0 + u, qpos, a->window, a->sinks)) continue;
-                const float *vf = a->v_chunk + (size_t)u * (size_t)kvw + (size_t)kvh * (size_t)hd;
-                ATT_UNROLL
-                for (int g = 0; g < G; g++) {
-                    ndv e = ndv_set1(eb[(size_t)g * keys + (size_t)n]);
-                    if (h) for (int c = 0; c < NV; c++) acc1[g][c] = ndv_fma(e, ndv_load(vf + c * ND_VW), acc1[g][c]);
-                    else for (int c = 0; c < NV; c++) acc0[g][c] = ndv_fma(e, ndv_load(vf + c * ND_VW), acc0[g][c]);
-                }
-                n++;
-            }
-            ATT_UNROLL
-            for (int g = 0; g < G; g++)
-                ATT_UNROLL
-                for (int c = 0; c < NV; c++)
-                    ndv_store(o + (size_t)g * (size_t)hd + c * ND_VW, ndv_mul(h ? acc1[g][c] : acc0[g][c], ndv_set1(inv[bb * G + g])));
-        }
+        if (PAIR && b + 1 < nq)
+            attn_vsum_i8(j, kvh, t0, b, 2, n8, nf, v8, vs, score, inv, NV, G);
+        else
+            attn_vsum_i8(j, kvh, t0, b, 1, n8, nf, v8, vs, score, inv, NV, G);
     }
 }
 
