@@ -692,7 +692,8 @@ def test_requests_use_the_words_of_the_descriptions(tmp_path):
     ("examples/wearable/acceptance.jsonl", "examples/wearable/tools.json", 30),
     ("examples/car/acceptance.jsonl", "examples/car/tools.json", 30),
     ("evals/demo_handwritten.jsonl", "models/tools.json", 150),
-    ("evals/demo_handwritten_2.jsonl", "models/tools.json", 80)])
+    ("evals/demo_handwritten_2.jsonl", "models/tools.json", 80),
+    ("evals/demo_handwritten_3.jsonl", "models/tools.json", 80)])
 def test_hand_written_suites_are_well_formed(suite, tools, minimum):
     """The hand-written suites: enough rows, all six categories, answers valid for their tools."""
     with open(os.path.join(ROOT, tools), encoding="utf-8") as f:
