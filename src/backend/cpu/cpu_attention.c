@@ -329,6 +329,28 @@ static inline __attribute__((always_inline)) void attn_vsum_i8(const attn_job *j
     }
 }
 
+/* One cached key row, widened once (times its group scales and 1/sqrt(hd)),
+ * against every query b < nq and head g < G of a block: the lane sums of
+ * q . k, to out[(b * G + g) * stride]. */
+static inline __attribute__((always_inline)) void key_lane_sums(const int8_t *k8, const float *ks, float scale, int kg,
+                                                               const float *q0, int A, int nq, ndv *out, int stride,
+                                                               const int NV, const int G)
+{
+    int hd = NV * ND_VW;
+    ndv kv[NV];
+    ATT_UNROLL
+    for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8 + c * ND_VW), ndv_set1(ks[c * ND_VW / kg] * scale));
+    for (int b = 0; b < nq; b++)
+        ATT_UNROLL
+        for (int g = 0; g < G; g++) {
+            const float *qg = q0 + (size_t)b * (size_t)A + (size_t)g * (size_t)hd;
+            ndv acc = ndv_zero();
+            ATT_UNROLL
+            for (int c = 0; c < NV; c++) acc = ndv_fma(ndv_load(qg + c * ND_VW), kv[c], acc);
+            out[(b * G + g) * stride] = acc;
+        }
+}
+
 static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j, int t0, int nq, int kvh, float *work,
                                                              const int NV, const int G)
 {
@@ -367,18 +389,7 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
                 continue;
             }
             if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
-            ndv kv[NV];
-            ATT_UNROLL
-            for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / kg] * scale));
-            for (int b = 0; b < nq; b++)
-                ATT_UNROLL
-                for (int g = 0; g < G; g++) {
-                    const float *qg = q0 + (size_t)b * (size_t)A + (size_t)g * (size_t)hd;
-                    ndv acc = ndv_zero();
-                    ATT_UNROLL
-                    for (int c = 0; c < NV; c++) acc = ndv_fma(ndv_load(qg + c * ND_VW), kv[c], acc);
-                    sums[(b * G + g) * 16 + ii] = acc;
-                }
+            key_lane_sums(k8[i], ks[i], scale, kg, q0, A, nq, sums + ii, 16, NV, G);
         }
         for (int b = 0; b < nq; b++)
             for (int g = 0; g < G; g++)
@@ -388,18 +399,11 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
 #else
     for (int i = 0; i < n8; i++) {
         if (i + PREFETCH_AHEAD < n8) __builtin_prefetch(k8[i + PREFETCH_AHEAD]), __builtin_prefetch(v8[i + PREFETCH_AHEAD]);
-        ndv kv[NV];
-        ATT_UNROLL
-        for (int c = 0; c < NV; c++) kv[c] = ndv_mul(ndv_load_i8(k8[i] + c * ND_VW), ndv_set1(ks[i][c * ND_VW / kg] * scale));
+        ndv lane[ATT_QB * I8_MAX_G];
+        key_lane_sums(k8[i], ks[i], scale, kg, q0, A, nq, lane, 1, NV, G);
         for (int b = 0; b < nq; b++)
             ATT_UNROLL
-            for (int g = 0; g < G; g++) {
-                const float *qg = q0 + (size_t)b * (size_t)A + (size_t)g * (size_t)hd;
-                ndv acc = ndv_zero();
-                ATT_UNROLL
-                for (int c = 0; c < NV; c++) acc = ndv_fma(ndv_load(qg + c * ND_VW), kv[c], acc);
-                score[((size_t)b * G + (size_t)g) * keys + (size_t)i] = ndv_hsum(acc);
-            }
+            for (int g = 0; g < G; g++) score[((size_t)b * G + (size_t)g) * keys + (size_t)i] = ndv_hsum(lane[b * G + g]);
     }
 #endif
     /* each query's own chunk rows (float, causal), then its softmax */
