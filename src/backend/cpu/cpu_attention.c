@@ -377,7 +377,8 @@ static inline __attribute__((always_inline)) void attn_run_i8(const attn_job *j,
 #if ND_VW == 16
     /* AVX-512: the lane sums of 16 keys at a time go to L1 and are reduced
      * together (hsum16), a few shuffles per key instead of a serial reduction
-     * of each; every key still gets ndv_hsum's tree. */
+     * of each; every key gets the tree of GCC's _mm512_reduce_add_ps (what
+     * ndv_hsum is under GCC), whichever compiler built this. */
     ndv sums[ATT_QB * I8_MAX_G * 16];
     for (int i0 = 0; i0 < n8; i0 += 16) {
         int nk = n8 - i0 < 16 ? n8 - i0 : 16;
