@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "check.h"
+#include "core/threadpool.h"
 #include "quant/cq.h"
 
 static nd_backend *be; /* the instance under test */
@@ -676,8 +677,25 @@ static void test_engram(void)
             for (int j = 0; j < avail; j++) acc += (double)taps[j * d + i] * rows[j * d + i];
             ref[i] = (float)acc;
         }
-        be->ops.engram_taps(be, taps, 4, src, d, got);
+        be->ops.engram_taps(be, taps, 4, src, d, 1, got, (size_t)d);
         EXPECT_CLOSE(got, ref, (size_t)d, 1e-6, "engram_taps with %d rows", avail);
+    }
+    { /* several outputs in one call, ldo apart, each with its own rows */
+        int count = 5, ldo = d + 7;
+        const float *src[5 * 4];
+        float *out = calloc((size_t)count * ldo, sizeof(float));
+        for (int r = 0; r < count; r++)
+            for (int j = 0; j < 4; j++) src[r * 4 + j] = j <= r ? rows + (size_t)((r + j) % 4) * d : NULL;
+        be->ops.engram_taps(be, taps, 4, src, d, count, out, (size_t)ldo);
+        for (int r = 0; r < count; r++) {
+            for (int i = 0; i < d; i++) {
+                double acc = 0.0;
+                for (int j = 0; j < 4 && src[r * 4 + j]; j++) acc += (double)taps[j * d + i] * src[r * 4 + j][i];
+                ref[i] = (float)acc;
+            }
+            EXPECT_CLOSE(out + (size_t)r * ldo, ref, (size_t)d, 1e-6, "engram_taps row %d of %d", r, count);
+        }
+        free(out);
     }
     float *u = frand_array((size_t)d, 2.0f), *k = frand_array((size_t)d, 2.0f), *v = frand_array((size_t)d, 1.0f);
     float *b = frand_array((size_t)d, 1.0f), *un = malloc(sizeof(float) * d), *kn = malloc(sizeof(float) * d);
@@ -910,11 +928,81 @@ static void test_select_rules(void)
     unsetenv("NEEDLE_BACKEND");
 }
 
+/* The CPU backend splits a prefill chunk's row ops over its pool (the taps
+ * of every token, an engram chunk's table rows, the A8 matmuls of matrices
+ * with few rows by tokens as well as rows): 2 and 3 threads give the bits of
+ * no pool at all. */
+static void test_cpu_pool_splits_same_bits(void)
+{
+    const nd_backend_entry *cpu = nd_backend_find("cpu");
+    needle_error err = {0};
+    nd_backend *solo = NULL;
+    CHECKF(nd_backend_create(cpu, NULL, &solo, &err) == 0, "cpu: %s", err.message);
+    if (!solo) return;
+    int d = 72, count = 40, T = 32, cols = 256;
+    float *taps = frand_array((size_t)4 * d, 1.0f), *rows = frand_array((size_t)(count + 3) * d, 1.0f);
+    const float **src = malloc(sizeof(float *) * (size_t)count * 4);
+    for (int r = 0; r < count; r++)
+        for (int j = 0; j < 4; j++) src[r * 4 + j] = r - j < 0 ? NULL : rows + (size_t)(r - j + 3) * d;
+    int n_rows = 300, *idx = malloc(sizeof(int) * (size_t)n_rows);
+    for (int i = 0; i < n_rows; i++) idx[i] = (i * 37) % 512;
+    cq_owned table, maps[3];
+    cq_make(&table, 512, 128, 2);
+    int map_rows[3] = {4, 4, 16}; /* the mHC maps of 4 lanes: too few rows for a task per thread */
+    for (int i = 0; i < 3; i++) cq_make(&maps[i], map_rows[i], cols, i == 2 ? 4 : 2);
+    const nd_matrix *mats[3] = {&maps[0].m, &maps[1].m, &maps[2].m};
+    float *x = frand_array((size_t)T * cols, 1.0f);
+    size_t wf = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t a = solo->ops.matmul_a8_work_floats(solo, mats[i], T) + 4096;
+        wf = a > wf ? a : wf;
+    }
+    float *work = malloc(sizeof(float) * (wf + 16));
+    float *t_ref = calloc((size_t)count * d, sizeof(float)), *g_ref = malloc(sizeof(float) * (size_t)n_rows * 128);
+    float *m_ref = calloc((size_t)T * 24, sizeof(float));
+    float *y_ref[3] = {m_ref, m_ref + (size_t)T * 4, m_ref + (size_t)T * 8};
+    int ldy[3] = {4, 4, 16};
+    solo->ops.engram_taps(solo, taps, 4, src, d, count, t_ref, (size_t)d);
+    solo->ops.gather_rows(solo, &table.m, idx, n_rows, g_ref);
+    solo->ops.matmul_a8(solo, 3, mats, x, T, cols, y_ref, ldy, work);
+    for (int threads = 2; threads <= 3; threads++) {
+        nd_threadpool *pool = NULL;
+        nd_backend *pooled = NULL;
+        CHECK(nd_threadpool_create(threads, &pool, &err) == 0);
+        CHECKF(pool && nd_backend_create(cpu, pool, &pooled, &err) == 0, "cpu pooled: %s", err.message);
+        if (!pooled) { nd_threadpool_free(pool); continue; }
+        float *t = calloc((size_t)count * d, sizeof(float)), *g = malloc(sizeof(float) * (size_t)n_rows * 128);
+        float *m = calloc((size_t)T * 24, sizeof(float));
+        float *y[3] = {m, m + (size_t)T * 4, m + (size_t)T * 8};
+        pooled->ops.engram_taps(pooled, taps, 4, src, d, count, t, (size_t)d);
+        pooled->ops.gather_rows(pooled, &table.m, idx, n_rows, g);
+        size_t pwf = 0;
+        for (int i = 0; i < 3; i++) {
+            size_t a = pooled->ops.matmul_a8_work_floats(pooled, mats[i], T);
+            pwf = a > pwf ? a : pwf;
+        }
+        float *pwork = malloc(sizeof(float) * (pwf + 16));
+        pooled->ops.matmul_a8(pooled, 3, mats, x, T, cols, y, ldy, pwork);
+        CHECKF(!memcmp(t, t_ref, sizeof(float) * (size_t)count * d), "engram_taps: %d threads differ", threads);
+        CHECKF(!memcmp(g, g_ref, sizeof(float) * (size_t)n_rows * 128), "gather_rows: %d threads differ", threads);
+        CHECKF(!memcmp(m, m_ref, sizeof(float) * (size_t)T * 24), "matmul_a8 of 4+4+16 rows: %d threads differ",
+               threads);
+        free(t), free(g), free(m), free(pwork);
+        nd_backend_free(pooled);
+        nd_threadpool_free(pool);
+    }
+    free(taps), free(rows), free(src), free(idx), free(x), free(work), free(t_ref), free(g_ref), free(m_ref);
+    cq_free(&table);
+    for (int i = 0; i < 3; i++) cq_free(&maps[i]);
+    nd_backend_free(solo);
+}
+
 int main(void)
 {
     /* every op of a device table on the device, not only the big ones */
     setenv("NEEDLE_CUDA_OFFLOAD", "all", 1);
     RUN(test_select_rules);
+    RUN(test_cpu_pool_splits_same_bits);
     for (int i = 0; i < nd_backend_count(); i++) {
         const nd_backend_entry *e = nd_backend_at(i);
         const char *no = NULL;

@@ -209,11 +209,13 @@ typedef struct nd_backend_ops {
     /* X'_i = q_i (y - u) + sum_j P_ij X_j with q = 2 sigmoid(a_post phi_post + b_post + off_post),
      * P = Sinkhorn(a_res phi_res + b_res); y is left holding y - u */
     void (*mhc_mix)(const nd_backend *be, const nd_mhc_args *a);
-    /* out = sum_j taps[j] * src[j] over the `taps` rows of d; src[j] NULL = a
-     * position before the sequence (it and every later j contribute nothing).
-     * Also Needle 3's causal depthwise q/k/v convolution (the same sum). */
-    void (*engram_taps)(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
-                        float *out);
+    /* For each of `count` rows r: out[r * ldo ..] = sum_j taps[j] * src[r * ntaps + j]
+     * over vectors of d; src[r * ntaps + j] NULL = a position before the
+     * sequence (it and every later j contribute nothing).  Also Needle 3's
+     * causal depthwise q/k/v convolution (the same sum).  A chunk's rows in
+     * one call, so a backend can split them over threads. */
+    void (*engram_taps)(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d, int count,
+                        float *out, size_t ldo);
     /* b += sigmoid(rmsunit(u) . rmsunit(k) / sqrt(d)) * v, one token;
      * un, kn: scratch of d floats each */
     void (*engram_gate)(const nd_backend *be, const float *u, const float *k, const float *v, int d, float *b,

@@ -52,24 +52,26 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
     int p0 = s->pos, D = c->conv_dilation, ew = NT * sub;
     for (int si = 0; si < c->num_sites; si++) {
         const nd_site_weights *S = &w->sites[si];
-        /* e_t = concat_k table_k[idx_k(t)] * ok_k(t) */
+        /* e_t = concat_k table_k[idx_k(t)] * ok_k(t): the chunk's T x NT rows
+         * in one gather (row t*NT + k lands at eng_e + (t*NT + k) * sub), the
+         * rows of positions too early for their order then zeroed */
         for (int t = 0; t < T; t++) {
             int back[ND_ENGRAM_MAX_ORDER];
             for (int j = 0; j < ND_ENGRAM_MAX_ORDER; j++) back[j] = token_at(s, tokens, p0, p0 + t - j);
-            float *e = s->eng_e + (size_t)t * ew;
             for (int k = 0; k < NT; k++) {
                 int order = c->engram_orders[k / he];
-                if (!nd_engram_valid(p0 + t, order)) {
-                    be->ops.zero(be, e + k * sub, sizeof(float) * (size_t)sub);
-                    continue;
-                }
                 /* table k = oi*h_e + hd is seeded by oi*S + hd (S = seed stride, Needle 3; h_e otherwise) */
                 int stride = c->engram_seed_heads > 0 ? c->engram_seed_heads : he;
                 int seed = (k / he) * stride + k % he;
-                int row = k * c->engram_slots + (int)(nd_engram_hash(seed, order, back) % (uint32_t)c->engram_slots);
-                be->ops.gather_rows(be, &S->tables, &row, 1, e + k * sub);
+                s->rows[t * NT + k] =
+                    k * c->engram_slots + (int)(nd_engram_hash(seed, order, back) % (uint32_t)c->engram_slots);
             }
         }
+        be->ops.gather_rows(be, &S->tables, s->rows, T * NT, s->eng_e);
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < NT; k++)
+                if (!nd_engram_valid(p0 + t, c->engram_orders[k / he]))
+                    be->ops.zero(be, s->eng_e + ((size_t)t * NT + k) * sub, sizeof(float) * (size_t)sub);
         float *kk = s->eng_k + (size_t)si * s->max_chunk * d, *vv = s->eng_v + (size_t)si * s->max_chunk * d;
         {
             const nd_matrix *mats[2] = {&S->key_proj, &S->value_proj};
@@ -81,13 +83,13 @@ static void engram_chunk(nd_state *s, const int *tokens, int T)
         float *vh = s->v_hist + (size_t)si * s->vhist_len * d;
         for (int t = 0; t < T; t++) {
             int p = p0 + t;
-            const float *src[ND_ENGRAM_TAPS];
+            const float **src = s->tap_src + (size_t)t * ND_ENGRAM_TAPS;
             for (int j = 0; j < ND_ENGRAM_TAPS; j++) {
                 int q = p - j * D;
                 src[j] = q < 0 ? NULL : q >= p0 ? s->eng_raw + (size_t)(q - p0) * d : vh + (size_t)(q % s->vhist_len) * d;
             }
-            be->ops.engram_taps(be, S->taps, ND_ENGRAM_TAPS, src, d, vv + (size_t)t * d);
         }
+        be->ops.engram_taps(be, S->taps, ND_ENGRAM_TAPS, s->tap_src, d, T, vv, (size_t)d);
         /* keep the raw values the next chunks' taps will reach back to */
         int from = T > s->vhist_len ? T - s->vhist_len : 0;
         for (int t = from; t < T; t++)
@@ -118,17 +120,16 @@ static void qkv_conv(nd_state *s, int l, int T)
     const float *tap[3] = {L->q_taps, L->k_taps, L->v_taps};
     int off[3] = {0, width[0], width[0] + width[1]};
     float *hist = s->conv_hist + (size_t)l * hl * W;
-    const float *src[64];
-    for (int t = 0; t < T; t++)
-        for (int x = 0; x < 3; x++) {
+    for (int x = 0; x < 3; x++) {
+        for (int t = 0; t < T; t++)
             for (int j = 0; j < taps; j++) {
                 int p = p0 + t - j;
-                src[j] = p < 0 ? NULL
-                         : p >= p0 ? buf[x] + (size_t)(p - p0) * width[x]
-                                   : hist + (size_t)(p % hl) * W + off[x];
+                s->tap_src[t * taps + j] = p < 0    ? NULL
+                                           : p >= p0 ? buf[x] + (size_t)(p - p0) * width[x]
+                                                     : hist + (size_t)(p % hl) * W + off[x];
             }
-            be->ops.engram_taps(be, tap[x], taps, src, width[x], s->conv_out + (size_t)t * W + off[x]);
-        }
+        be->ops.engram_taps(be, tap[x], taps, s->tap_src, width[x], T, s->conv_out + off[x], (size_t)W);
+    }
     for (int t = T > hl ? T - hl : 0; t < T; t++)
         for (int x = 0; x < 3; x++)
             be->ops.copy(be, hist + (size_t)((p0 + t) % hl) * W + off[x], buf[x] + (size_t)t * width[x],

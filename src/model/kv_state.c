@@ -155,6 +155,8 @@ int nd_state_create(const nd_model *m, const nd_state_options *opt, nd_state **o
         {(void **)&s->layer_row, (size_t)L, 4},
         {(void **)&s->tok_hist, (size_t)s->hist_len, 4},
         {(void **)&s->rows, (size_t)C * (c->num_tables > 0 ? c->num_tables : 1), 4},
+        {(void **)&s->tap_src, (size_t)C * (size_t)(c->qkv_conv_taps > ND_ENGRAM_TAPS ? c->qkv_conv_taps : ND_ENGRAM_TAPS),
+         sizeof(void *)},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i].n * parts[i].size + 63) & ~(size_t)63;

@@ -57,6 +57,7 @@ struct nd_state {
     float *eng_e, *eng_k, *eng_v, *eng_raw; /* eng_k/eng_v: [sites][C][d] */
     float *rope_cs; /* [C][qk] cos|sin */
     int *rows;      /* [C * max(1, T_e)] gather indices */
+    const float **tap_src; /* [C * max(engram taps, q/k/v conv taps)]: the rows each output's taps read */
     float *work;
     size_t work_floats;
 

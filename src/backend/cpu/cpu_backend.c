@@ -65,9 +65,34 @@ static size_t cpu_matmul_a8_work_floats(const nd_backend *be, const nd_matrix *w
     return nd_cpu_matmul_a8_work_floats(w, T, nd_threadpool_threads(be->pool));
 }
 
+#define ROWS_MIN_VALUES 8192  /* below this a job costs more than it saves */
+#define ROWS_TASK_VALUES 4096 /* values per task */
+
+typedef struct gather_job {
+    const nd_matrix *w;
+    const int *rows;
+    int n, rows_per_task;
+    float *out;
+} gather_job;
+
+static void gather_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const gather_job *j = ctx;
+    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->n ? r0 + j->rows_per_task : j->n;
+    nd_cpu_gather_rows(j->w, j->rows + r0, r1 - r0, j->out + (size_t)r0 * (size_t)j->w->cols);
+}
+
+/* many rows (the engram tables' T x tables rows of a prefill chunk, the
+ * embeddings of a chunk) split over the pool; each row decodes the same anywhere */
 static void cpu_gather_rows(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out)
 {
-    (void)be;
+    gather_job j = {.w = w, .rows = rows, .n = n, .out = out, .rows_per_task = n};
+    if ((size_t)n * (size_t)w->cols >= ROWS_MIN_VALUES && nd_threadpool_threads(be->pool) >= 2) {
+        j.rows_per_task = ROWS_TASK_VALUES / w->cols > 0 ? ROWS_TASK_VALUES / w->cols : 1;
+        nd_threadpool_run(be->pool, (n + j.rows_per_task - 1) / j.rows_per_task, gather_task, &j);
+        return;
+    }
     nd_cpu_gather_rows(w, rows, n, out);
 }
 
@@ -75,8 +100,6 @@ static void cpu_gather_rows(const nd_backend *be, const nd_matrix *w, const int 
  * head, the KV quantisation of a run of slots) are split over the pool by
  * rows: each row's arithmetic is the same whatever task runs it, so results
  * do not depend on the thread count.  Small calls (decode) run inline. */
-#define ROWS_MIN_VALUES 8192  /* below this a job costs more than it saves */
-#define ROWS_TASK_VALUES 4096 /* values per task */
 
 typedef struct rows_job {
     const float *x;
@@ -375,11 +398,37 @@ static void cpu_mhc_mix(const nd_backend *be, const nd_mhc_args *a)
     nd_threadpool_run(be->pool, token_tasks(a->T), token_task, &j);
 }
 
-static void cpu_engram_taps(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
-                            float *out)
+typedef struct taps_job {
+    const float *taps;
+    const float *const *src;
+    int ntaps, d, count, rows_per_task;
+    float *out;
+    size_t ldo;
+} taps_job;
+
+static void taps_task(void *ctx, int task, int thread)
 {
-    (void)be;
-    nd_cpu_engram_taps(taps, ntaps, src, d, out);
+    (void)thread;
+    const taps_job *j = ctx;
+    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->count ? r0 + j->rows_per_task : j->count;
+    for (int r = r0; r < r1; r++)
+        nd_cpu_engram_taps(j->taps, j->ntaps, j->src + (size_t)r * j->ntaps, j->d, j->out + (size_t)r * j->ldo);
+}
+
+/* a chunk's rows split over the pool like the other row ops (each row's sum
+ * is the same in any task) */
+static void cpu_engram_taps(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
+                            int count, float *out, size_t ldo)
+{
+    taps_job j = {.taps = taps, .src = src, .ntaps = ntaps, .d = d, .count = count, .out = out, .ldo = ldo,
+                  .rows_per_task = count};
+    size_t values = (size_t)d * (size_t)ntaps * (size_t)count;
+    if (values >= ROWS_MIN_VALUES && nd_threadpool_threads(be->pool) >= 2) {
+        j.rows_per_task = ROWS_TASK_VALUES / (d * ntaps) > 0 ? ROWS_TASK_VALUES / (d * ntaps) : 1;
+        nd_threadpool_run(be->pool, (count + j.rows_per_task - 1) / j.rows_per_task, taps_task, &j);
+        return;
+    }
+    taps_task(&j, 0, 0);
 }
 
 static void cpu_engram_gate(const nd_backend *be, const float *u, const float *k, const float *v, int d, float *b,

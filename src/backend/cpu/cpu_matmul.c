@@ -704,6 +704,7 @@ typedef struct a8_job {
     int first_unit[MULTI_MAX + 1];
     void (*extra)(void *ctx); /* decode: one more piece of work, unit 0 of the job (or NULL) */
     void *extra_ctx;
+    int tblocks, tblock; /* prefill: each unit's tokens in tblocks blocks of tblock (1 block: all) */
 } a8_job;
 
 /* units [u0, u1) of the matrices' rows (unit 0 is `extra` when there is one) */
@@ -727,7 +728,25 @@ static void a8_range(void *ctx, int u0, int u1, int thread)
     }
 }
 
-static void a8_task(void *ctx, int task, int thread) { a8_range(ctx, task, task + 1, thread); }
+/* Prefill: task = (unit, block of tokens).  A token's result does not depend
+ * on the block it runs in, so splitting the tokens changes no bit. */
+static void a8_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const a8_job *j = ctx;
+    int u = task / j->tblocks, t0 = task % j->tblocks * j->tblock, mi = 0;
+    while (u >= j->first_unit[mi + 1]) mi++;
+    nd_cq_int_args a = j->args[mi];
+    a.r0 = (u - j->first_unit[mi]) * j->unit_rows;
+    a.r1 = a.r0 + j->unit_rows < a.w->rows ? a.r0 + j->unit_rows : a.w->rows;
+    if (j->tblocks > 1) {
+        a.T = a.T - t0 < j->tblock ? a.T - t0 : j->tblock;
+        a.z += (size_t)t0 * (size_t)a.ldz;
+        a.tscale += t0;
+        a.y += (size_t)t0 * (size_t)a.ldy;
+    }
+    j->k->gemm(&a);
+}
 
 typedef struct a8_quant_job {
     const float *x;
@@ -822,7 +841,15 @@ void nd_cpu_matmul_a8_with(nd_threadpool *pool, int n, const nd_matrix *const *w
     if (macs < ND_CPU_PARALLEL_MIN_WORK || j.n == 0) pool = NULL;
     if (batch) {
         if (extra) extra(extra_ctx); /* (decode only: not expected here) */
-        nd_threadpool_run(pool, j.first_unit[j.n], a8_task, &j);
+        /* few rows (the mHC maps: 4 + 4 + 16) would be too few tasks to keep
+         * every thread busy: then the tokens are split as well, in blocks of
+         * A8_BATCH_T so each task still reuses its decoded weights */
+        j.tblocks = 1, j.tblock = T;
+        if (pool && j.first_unit[j.n] < 2 * threads) {
+            j.tblocks = (T + A8_BATCH_T - 1) / A8_BATCH_T;
+            j.tblock = A8_BATCH_T;
+        }
+        nd_threadpool_run(pool, j.first_unit[j.n] * j.tblocks, a8_task, &j);
         return;
     }
     /* without a pool: one range, i.e. one kernel call per matrix, and extra on this thread */
