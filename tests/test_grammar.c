@@ -198,6 +198,77 @@ static void test_date_format(void)
     nd_grammar_free(g);
 }
 
+/* uri (RFC 3986's outline), hostname (RFC 1123 labels), ipv4 (dotted quad, 0-255) */
+static void test_net_formats(void)
+{
+    nd_grammar *g = value_grammar("{\"type\":\"string\",\"format\":\"uri\"}");
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(accepts(g, "\"https://example.com/a/b?q=1&r=%20x#top\""));
+    CHECK(accepts(g, "\"mailto:ana@example.org\""));
+    CHECK(accepts(g, "\"urn:isbn:0451450523\""));
+    CHECK(!accepts(g, "\"example.com\""));        /* no scheme */
+    CHECK(!accepts(g, "\"https://a b.com\""));    /* a space */
+    CHECK(!accepts(g, "\"1http://x\""));          /* a scheme starts with a letter */
+    CHECK(!accepts(g, "\"https:\""));             /* nothing after the scheme */
+    nd_grammar_free(g);
+    g = value_grammar("{\"type\":\"string\",\"format\":\"hostname\"}");
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(accepts(g, "\"api.example.org\""));
+    CHECK(accepts(g, "\"localhost\""));
+    CHECK(accepts(g, "\"a-1.b2\""));
+    CHECK(!accepts(g, "\"-a.com\""));
+    CHECK(!accepts(g, "\"a-.com\""));
+    CHECK(!accepts(g, "\"a..com\""));
+    CHECK(!accepts(g, "\"a_b.com\""));
+    nd_grammar_free(g);
+    g = value_grammar("{\"type\":\"string\",\"format\":\"ipv4\"}");
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(accepts(g, "\"192.168.0.1\""));
+    CHECK(accepts(g, "\"255.255.255.255\""));
+    CHECK(accepts(g, "\"0.0.0.0\""));
+    CHECK(!accepts(g, "\"256.1.1.1\""));
+    CHECK(!accepts(g, "\"01.2.3.4\""));
+    CHECK(!accepts(g, "\"1.2.3\""));
+    nd_grammar_free(g);
+}
+
+/* multipleOf 0.01 (money): at most two fraction digits, no exponent, bounds kept */
+static void test_decimal_multiple(void)
+{
+    nd_grammar *g = value_grammar("{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0,\"maximum\":500}");
+    if (!g) { CHECK(0); return; }
+    CHECK(accepts(g, "12.34"));
+    CHECK(accepts(g, "0.5"));
+    CHECK(accepts(g, "500"));
+    CHECK(accepts(g, "19.99"));
+    CHECK(accepts(g, "0.01"));
+    CHECK(!accepts(g, "12.345"));
+    CHECK(!prefix_ok(g, "12.345"));
+    CHECK(prefix_ok(g, "12.3"));
+    CHECK(!accepts(g, "500.01"));
+    CHECK(!accepts(g, "-1"));
+    CHECK(!accepts(g, "1e2"));
+    nd_grammar_free(g);
+    g = value_grammar("{\"type\":\"number\",\"multipleOf\":0.1,\"exclusiveMinimum\":0,\"maximum\":1}");
+    if (!g) { CHECK(0); return; }
+    CHECK(accepts(g, "0.1"));
+    CHECK(accepts(g, "1"));
+    CHECK(!accepts(g, "0"));
+    CHECK(!accepts(g, "0.0"));
+    CHECK(!accepts(g, "0.15"));
+    CHECK(prefix_ok(g, "0."));
+    nd_grammar_free(g);
+    /* an integer schema with it: every integer is a multiple */
+    g = value_grammar("{\"type\":\"integer\",\"multipleOf\":0.01,\"minimum\":1,\"maximum\":9}");
+    if (!g) { CHECK(0); return; }
+    CHECK(accepts(g, "7"));
+    CHECK(!accepts(g, "7.5"));
+    nd_grammar_free(g);
+}
+
 static void test_numbers(void)
 {
     nd_grammar *g = value_grammar("{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120,\"multipleOf\":5}");
@@ -441,6 +512,8 @@ int main(void)
     RUN(test_allowed_bytes);
     RUN(test_strings_and_escapes);
     RUN(test_date_format);
+    RUN(test_net_formats);
+    RUN(test_decimal_multiple);
     RUN(test_numbers);
     RUN(test_composites);
     RUN(test_regex_accepts);

@@ -422,6 +422,8 @@ static int interval_ok(const nd_gnode *n, double L, double U, int point, int neg
 static int number_viable(const nd_gnode *n, int phase, int neg, int ni, int nf, uint64_t m)
 {
     int left = ND_G_NUM_MAX_DIGITS - ni - nf; /* digits that may still be typed */
+    /* after the point, at most max_frac digits (multipleOf 10^-max_frac) */
+    if (n->max_frac && (phase == N_DOT || phase == N_FRAC) && n->max_frac - nf < left) left = n->max_frac - nf;
     if (phase == N_MINUS) return interval_ok(n, 0, pow10_tab[ND_G_NUM_MAX_DIGITS], 0, 1);
     if (phase == N_ZERO) return interval_ok(n, 0, left > 0 ? 1 : 0, left <= 0, neg);
     if (phase == N_INT) {
@@ -474,7 +476,11 @@ static int step_number(const nd_gnode *n, nd_gframe *f, unsigned char byte)
         break;
     case N_DOT:
     case N_FRAC:
-        if (digit >= 0 && ni + nf < ND_G_NUM_MAX_DIGITS) { nf++; m = m * 10 + (uint64_t)digit; next = N_FRAC; }
+        if (digit >= 0 && ni + nf < ND_G_NUM_MAX_DIGITS && (!n->max_frac || nf < n->max_frac)) {
+            nf++;
+            m = m * 10 + (uint64_t)digit;
+            next = N_FRAC;
+        }
         break;
     }
     if (next < 0 || !number_viable(n, next, neg, ni, nf, m))

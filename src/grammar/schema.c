@@ -114,15 +114,24 @@ static int in_list(const char *k, const char *const *list)
     return 0;
 }
 
-/* Reject unsupported keywords; `uniqueItems: true` too (duplicates are not tracked). */
+/* Reject unsupported keywords.  `uniqueItems: true` is enforced after
+ * decoding, not by the grammar: the agent's checks (agent/grounding.c) withhold
+ * a call whose array repeats an item, and they follow a call's arguments
+ * through properties and items only, so it is accepted on those paths alone
+ * (not under $ref, anyOf, oneOf, allOf, prefixItems or additional*). */
 static int check_keywords(ctx *c, const nd_json *s, const char *path)
 {
     for (size_t i = 0; i < s->count; i++) {
         const char *k = s->keys[i];
         if (in_list(k, unsupported_keywords))
             return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: unsupported keyword \"%s\"", path, k);
-        if (strcmp(k, "uniqueItems") == 0 && s->items[i].type == ND_JSON_TRUE)
-            return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: unsupported keyword \"uniqueItems\" (true)", path);
+        if (strcmp(k, "uniqueItems") == 0 && s->items[i].type == ND_JSON_TRUE &&
+            (strstr(path, "$ref") || strstr(path, "$defs") || strstr(path, "definitions") || strstr(path, "anyOf") ||
+             strstr(path, "oneOf") || strstr(path, "allOf") || strstr(path, "prefixItems") ||
+             strstr(path, "additionalProperties") || strstr(path, "additionalItems")))
+            return nd_errorf(c->err, NEEDLE_ESCHEMA,
+                             "%s: \"uniqueItems\" (true) is supported only where properties and items lead to it",
+                             path);
     }
     return 0;
 }
@@ -349,6 +358,14 @@ static const char *format_pattern(const char *f)
     if (!strcmp(f, "email")) return "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+$";
     if (!strcmp(f, "uuid"))
         return "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+    /* RFC 3986's outline: a scheme, a colon, then characters a URI may hold
+     * (ASCII, no spaces, quotes, angle brackets or backslashes) */
+    if (!strcmp(f, "uri")) return "^[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]+$";
+    /* RFC 1123 labels of 1-63 letters, digits and inner hyphens, dot-separated */
+    if (!strcmp(f, "hostname"))
+        return "^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$";
+    if (!strcmp(f, "ipv4"))
+        return "^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])$";
     return NULL;
 }
 
@@ -450,11 +467,29 @@ static int build_number(ctx *c, const nd_json *s, const char *path, int integer)
     double mult = 1;
     if ((rc = read_bounds(c, s, path, &lo, &lo_x, &hi, &hi_x, &any)) < 0) return rc;
     if ((rc = get_number(c, s, "multipleOf", path, &mult, &has_mult)) < 0) return rc;
+    int max_frac = 0;
     if (has_mult) {
-        if (!(mult >= 1 && mult <= 1e15 && mult == floor(mult)))
-            return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s.multipleOf: only positive integers are supported", path);
-        integer = 1; /* multiples of an integer are generated as integers */
-        any = 1;
+        /* a power of ten below one (money's 0.01): at most k fraction digits */
+        for (int k = 1; k <= 6 && !(mult >= 1); k++)
+            if (fabs(mult * pow(10, k) - 1) < 1e-9) max_frac = k;
+        if (max_frac) {
+            double q = pow(10, -max_frac);
+            for (int side = 0; side < 2; side++) { /* finite bounds on the grid, so no prefix is a dead end */
+                double b = side ? hi : lo;
+                if (isfinite(b) && fabs(b / q - nearbyint(b / q)) > 1e-6)
+                    return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: %s %g is not a multiple of multipleOf %g", path,
+                                     side ? "maximum" : "minimum", b, mult);
+            }
+            if (integer) max_frac = 0; /* every integer is a multiple */
+            any = 1;
+        } else if (!(mult >= 1 && mult <= 1e15 && mult == floor(mult))) {
+            return nd_errorf(c->err, NEEDLE_ESCHEMA,
+                             "%s.multipleOf: only positive integers and powers of ten below one (0.1, 0.01, ...) are supported",
+                             path);
+        } else {
+            integer = 1; /* multiples of an integer are generated as integers */
+            any = 1;
+        }
     }
     int id = new_node(c, integer ? ND_G_INTEGER : ND_G_NUMBER, path);
     if (id < 0) return id;
@@ -477,6 +512,7 @@ static int build_number(ctx *c, const nd_json *s, const char *path, int integer)
         n->nmax = hi;
         n->nmin_excl = lo_x;
         n->nmax_excl = hi_x;
+        n->max_frac = max_frac;
     }
     return id;
 }

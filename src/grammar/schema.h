@@ -10,16 +10,23 @@
  *    additionalProperties, or any JSON when absent/true); additionalProperties
  *    false makes them `{}`.
  *  - oneOf is treated as anyOf (exclusivity is not enforced).
+ *  - format: date, time, date-time (RFC 3339), email, uuid, uri (RFC 3986's
+ *    outline), hostname (RFC 1123), ipv4, as patterns; any other format is an
+ *    error naming the path.
  *  - allOf is supported for object schemas whose property sets are merged.
  *  - enum/const strings accept every JSON spelling of the value; other enum
  *    values are written compactly with non-ASCII escaped.
  *  - Integers have at most 18 digits; bounded numbers at most 15 significant
  *    digits and no exponent; multipleOf must be a positive integer (numbers with
- *    it are generated as integers).  These only narrow what is generated.
+ *    it are generated as integers) or a power of ten below one (0.1, 0.01, ...,
+ *    1e-6: at most that many fraction digits, the bounds multiples of it).
+ *    These only narrow what is generated.
  *  - Keywords that constrain values but are not enforced (not, if/then/else,
- *    patternProperties, uniqueItems true, ...) are NEEDLE_ESCHEMA errors naming
- *    the JSON path; annotations (description, title, default, examples, ...)
- *    are ignored.
+ *    patternProperties, ...) are NEEDLE_ESCHEMA errors naming the JSON path;
+ *    annotations (description, title, default, examples, ...) are ignored.
+ *  - uniqueItems true is not a grammar constraint: the agent withholds a call
+ *    whose array repeats an item (agent/grounding.c), where properties and
+ *    items lead to it; elsewhere ($ref, anyOf, ...) it is an error.
  */
 #ifndef ND_SCHEMA_H
 #define ND_SCHEMA_H
@@ -81,6 +88,7 @@ typedef struct nd_gnode {
     int64_t imin, imax, mult;  /* INTEGER: inclusive bounds, multipleOf (1 = none) */
     double nmin, nmax;         /* NUMBER: bounds (-inf/+inf when absent) */
     int nmin_excl, nmax_excl;
+    int max_frac;              /* NUMBER: at most this many fraction digits (multipleOf 10^-max_frac); 0: any */
 
     /* ARRAY */
     int items;                 /* -1: no items beyond prefix */

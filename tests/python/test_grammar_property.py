@@ -214,7 +214,8 @@ def test_schema_errors_name_the_path():
         cases = [
             ({"type": "object", "properties": {"when": {"not": {"type": "string"}}}}, 'tools[0].parameters.properties.when: unsupported keyword "not"'),
             ({"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\1"}}}, "tools[0].parameters.properties.p.pattern"),
-            ({"type": "object", "properties": {"t": {"type": "array", "uniqueItems": True}}}, "uniqueItems"),
+            ({"type": "object", "properties": {"t": {"anyOf": [{"type": "array", "uniqueItems": True}, {"type": "null"}]}}},
+             "uniqueItems"),
             ({"type": "object", "properties": {"q": {"type": "string", "pattern": "(?=a)b"}}}, "lookaround"),
         ]
         for params, want in cases:
