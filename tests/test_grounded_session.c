@@ -201,11 +201,44 @@ static void test_runaway_first_turn_answered_again(void)
     needle_model_close(m);
 }
 
+/* A turn that runs out of tokens inside a value whose schema refused the model's own token (the
+ * bundled model cannot write this e-mail address: it writes "uuuumumum..." under the format's
+ * pattern until the limit) is answered as a value outside the schema: no call, the argument named
+ * in validation.out_of_schema, success.  A runaway in a free string stays a failure (above). */
+static void test_runaway_in_a_bent_value_is_out_of_schema(void)
+{
+    needle_model *m = open_model(BUNDLED_MODEL);
+    if (!m) return;
+    const char *tools =
+        "[{\"name\":\"create_order\",\"description\":\"Create a shop order with line items\",\"parameters\":{"
+        "\"type\":\"object\",\"properties\":{\"customer_email\":{\"type\":\"string\",\"format\":\"email\"},"
+        "\"items\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"object\",\"properties\":{"
+        "\"sku\":{\"type\":\"string\"},\"quantity\":{\"type\":\"integer\",\"minimum\":1}},"
+        "\"required\":[\"sku\",\"quantity\"]}}},\"required\":[\"customer_email\",\"items\"]}}]";
+    needle_session_options so = {.tools_json = tools};
+    needle_session *s = NULL;
+    needle_error err = {0};
+    CHECKF(needle_session_open(m, &so, &s, &err) == 0, "session: %s", err.message);
+    char *env = NULL;
+    if (s) CHECK(needle_session_send(s, "create an order for ana@x.com with sku AB-1 quantity 2", &env, &err) == 0);
+    CHECKF(env && strstr(env, "\"success\":true") && strstr(env, "\"function_calls\":[]") &&
+               strstr(env, "\"out_of_schema\":[\"create_order.customer_email\"]"),
+           "%s", env ? env : "(none)");
+    needle_free(env);
+    env = NULL;
+    /* the half-written call stayed out of the cache: the next request is answered afresh */
+    if (s) CHECK(needle_session_send(s, "make an order", &env, &err) == 0 && env && strstr(env, "\"success\":true"));
+    needle_free(env);
+    needle_session_close(s);
+    needle_model_close(m);
+}
+
 int main(void)
 {
     RUN(test_option_checked);
     RUN(test_random_model_copies_only);
     RUN(test_bundled_model_copies_a_new_name);
     RUN(test_runaway_first_turn_answered_again);
+    RUN(test_runaway_in_a_bent_value_is_out_of_schema);
     return check_summary();
 }

@@ -18,7 +18,9 @@ static const char *TOOLS =
     "[{\"name\":\"send_message\",\"parameters\":{\"type\":\"object\",\"properties\":{\"recipient\":{\"type\":"
     "\"string\"},\"text\":{\"type\":\"string\"}},\"required\":[\"recipient\",\"text\"]}},"
     "{\"name\":\"set_alarm\",\"parameters\":{\"type\":\"object\",\"properties\":{\"time\":{\"type\":\"string\"},"
-    "\"days\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"Monday\",\"Friday\"]}}}}},"
+    "\"days\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"string\",\"enum\":[\"Monday\",\"Friday\"]}},"
+    "\"rings\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"at\":{\"type\":\"number\"},\"tone\":{\"type\":\"string\"}}}}}}},"
     "{\"name\":\"set_thermostat\",\"parameters\":{\"type\":\"object\",\"properties\":{\"temperature\":{\"type\":"
     "\"number\"},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}}}},"
     "{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":"
@@ -385,6 +387,52 @@ static void test_times(void)
     EXPECT_UNGROUNDED("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"00:00\",\"days\":[\"Friday\"]}}]",
                       "set an alarm for half past seven", NULL, "[\"set_alarm.time\"]");
     EXPECT_UNGROUNDED(c0730, "alarm at 8:30", NULL, "[\"set_alarm.time\"]");
+    /* RFC 3339's full-time (format "time"): the seconds, fraction and zone are never said */
+    const char *z0730 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30:00Z\"}}]";
+    const char *o1930 = "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"19:30:00.5+02:00\"}}]";
+    EXPECT_UNGROUNDED(z0730, "alarm at 7:30", NULL, "[]");
+    EXPECT_UNGROUNDED(o1930, "alarm 7.30pm", NULL, "[]");
+    EXPECT_UNGROUNDED(z0730, "alarm at 8:30", NULL, "[\"set_alarm.time\"]");
+    EXPECT_UNGROUNDED("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30:00Zulu\"}}]", "alarm at 7:30", NULL,
+                      "[\"set_alarm.time\"]"); /* not a clock value: a string the request never says */
+}
+
+/* uniqueItems (enforced after decoding): an array that repeats an item is outside the schema */
+static void test_unique_items(void)
+{
+    char *got = grounding_list("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"days\":[\"Monday\",\"Friday\","
+                               "\"Monday\"]}}]", "alarm at 7:30 on Monday and Friday", NULL, NULL, 1);
+    CHECKF(got && !strcmp(got, "[\"set_alarm.days\"]"), "%s", got ? got : "(error)");
+    free(got);
+    got = grounding_list("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"days\":[\"Monday\",\"Friday\"]}}]",
+                         "alarm at 7:30 on Monday and Friday", NULL, NULL, 1);
+    CHECKF(got && !strcmp(got, "[]"), "%s", got ? got : "(error)");
+    free(got);
+    /* objects equal whatever their key order, numbers by value */
+    got = grounding_list("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"rings\":[{\"at\":1,\"tone\":\"bell\"},"
+                         "{\"tone\":\"bell\",\"at\":1.0}]}}]", "alarm at 7:30, ring 1 bell", NULL, NULL, 1);
+    CHECKF(got && !strcmp(got, "[\"set_alarm.rings\"]"), "%s", got ? got : "(error)");
+    free(got);
+    got = grounding_list("[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"07:30\",\"rings\":[{\"at\":1,\"tone\":\"bell\"},"
+                         "{\"at\":2,\"tone\":\"bell\"}]}}]", "alarm at 7:30, ring 1 and 2 bell", NULL, NULL, 1);
+    CHECKF(got && !strcmp(got, "[]"), "%s", got ? got : "(error)");
+    free(got);
+}
+
+/* An argument added to the closed out_of_schema list after the checks (a runaway turn) */
+static void test_out_of_schema_added_after_the_checks(void)
+{
+    nd_json *calls = NULL;
+    needle_error e;
+    CHECK(nd_json_parse("[]", 2, NULL, &calls, &e) == 0);
+    nd_grounding g;
+    CHECK(nd_grounding_check(calls, NULL, "hi", "hi", NULL, NULL, &g) == 0);
+    CHECK(strcmp(g.out_of_schema.data, "[]") == 0);
+    CHECK(nd_grounding_add_out_of_schema(&g, "a.b") == 0 && strcmp(g.out_of_schema.data, "[\"a.b\"]") == 0);
+    CHECK(nd_grounding_add_out_of_schema(&g, "c.d") == 0 && strcmp(g.out_of_schema.data, "[\"a.b\",\"c.d\"]") == 0);
+    CHECK(nd_grounding_add_out_of_schema(&g, "a.b") == 0 && g.n_out_of_schema == 2);
+    nd_grounding_free(&g);
+    nd_json_free(calls);
 }
 
 static void test_dates(void)
@@ -578,6 +626,8 @@ int main(void)
     RUN(test_numbers_in_digits_words_and_units);
     RUN(test_numbers_named_by_units_and_states);
     RUN(test_numbers_said_outside_the_schema);
+    RUN(test_unique_items);
+    RUN(test_out_of_schema_added_after_the_checks);
     RUN(test_placeholder_values_are_missing);
     RUN(test_required_numbers_not_said_are_missing);
     RUN(test_opening_word_is_missing);

@@ -377,6 +377,27 @@ static int string_grounded(const heard *h, const char *v, size_t n)
 
 static int two_digits(const char *s) { return isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]); }
 
+/* "HH:MM", "HH:MM:SS", or RFC 3339's full-time (format "time": seconds, a
+ * fraction, then Z or an offset): a clock value whose hour and minute are what
+ * the request must say (the seconds and the zone are never said) */
+static int clock_value(const char *s, size_t n)
+{
+    if (n < 5 || !two_digits(s) || s[2] != ':' || !two_digits(s + 3)) return 0;
+    size_t i = 5;
+    if (i == n) return 1;
+    if (s[i] != ':' || i + 3 > n || !two_digits(s + i + 1)) return 0;
+    i += 3;
+    if (i < n && s[i] == '.') {
+        i++;
+        if (i == n || s[i] < '0' || s[i] > '9') return 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i == n) return 1;
+    if (s[i] == 'Z' || s[i] == 'z') return i + 1 == n;
+    return (s[i] == '+' || s[i] == '-') && i + 6 == n && two_digits(s + i + 1) && s[i + 3] == ':' &&
+           two_digits(s + i + 4);
+}
+
 static int time_grounded(const heard *h, int H, int M)
 {
     int hour_ok = 0, min_ok = M == 0;
@@ -503,6 +524,23 @@ static void add_path(nd_buf *b, int *n, const char *path)
     nd_buf_free(&q);
 }
 
+/* after nd_grounding_check, whose list is closed ("[]" or "[...]") */
+int nd_grounding_add_out_of_schema(nd_grounding *g, const char *path)
+{
+    nd_buf *b = &g->out_of_schema, q;
+    int oom = 0;
+    if (!path_listed(b, path, &q, &oom) && !oom) {
+        if (b->len && b->data[b->len - 1] == ']') b->len--; /* reopen the list */
+        if (!g->n_out_of_schema) b->len = 0;
+        nd_buf_putc(b, g->n_out_of_schema ? ',' : '[');
+        nd_buf_append(b, q.data ? q.data : "", q.len);
+        nd_buf_putc(b, ']');
+        g->n_out_of_schema++;
+    }
+    nd_buf_free(&q);
+    return oom || b->oom ? NEEDLE_ENOMEM : 0;
+}
+
 static void flag(walker *w, const char *path) { add_path(&w->g->ungrounded, &w->g->n_ungrounded, path); }
 
 /* A number bound of the schema ("minimum", "exclusiveMaximum", ...), if any. */
@@ -545,8 +583,51 @@ static int said_outside(const heard *r, const char *request, const nd_json *sche
     return 0;
 }
 
+/* JSON equality as uniqueItems means it: numbers by value, objects whatever
+ * their key order */
+static int json_equal(const nd_json *a, const nd_json *b)
+{
+    int ab = a->type == ND_JSON_TRUE || a->type == ND_JSON_FALSE, bb = b->type == ND_JSON_TRUE || b->type == ND_JSON_FALSE;
+    if (ab || bb) return a->type == b->type;
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case ND_JSON_NUMBER: return a->num == b->num;
+    case ND_JSON_STRING: return a->len == b->len && !memcmp(a->str, b->str, a->len);
+    case ND_JSON_ARRAY:
+        if (a->count != b->count) return 0;
+        for (size_t i = 0; i < a->count; i++)
+            if (!json_equal(&a->items[i], &b->items[i])) return 0;
+        return 1;
+    case ND_JSON_OBJECT:
+        if (a->count != b->count) return 0;
+        for (size_t i = 0; i < a->count; i++) {
+            const nd_json *o = NULL;
+            for (size_t k = 0; k < b->count && !o; k++)
+                if (a->key_lens[i] == b->key_lens[k] && !memcmp(a->keys[i], b->keys[k], a->key_lens[i])) o = &b->items[k];
+            if (!o || !json_equal(&a->items[i], o)) return 0;
+        }
+        return 1;
+    default: return 1; /* null */
+    }
+}
+
+/* An array whose schema says uniqueItems and that repeats an item: outside the
+ * schema (the grammar cannot see it; the decoder's repeat cut, repeat_guard.h,
+ * usually ends such a list before the repeat, but a minItems may refuse that) */
+static int repeats_an_item(const nd_json *v, const nd_json *schema)
+{
+    const nd_json *u = schema ? nd_json_get(schema, "uniqueItems") : NULL;
+    if (!u || u->type != ND_JSON_TRUE) return 0;
+    for (size_t i = 1; i < v->count; i++)
+        for (size_t k = 0; k < i; k++)
+            if (json_equal(&v->items[i], &v->items[k])) return 1;
+    return 0;
+}
+
 static void walk(walker *w, const nd_json *v, const nd_json *schema, const char *path)
 {
+    if (v->type == ND_JSON_ARRAY && repeats_an_item(v, schema))
+        add_path(&w->g->out_of_schema, &w->g->n_out_of_schema, path);
     if (schema && (nd_json_get(schema, "enum") || nd_json_get(schema, "const"))) return; /* a choice, not a copy */
     switch (v->type) {
     case ND_JSON_NUMBER:
@@ -570,8 +651,7 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
             if (ok && v->len >= 16 && two_digits(v->str + 11) && v->str[13] == ':' && two_digits(v->str + 14))
                 ok = time_grounded(w->h, (v->str[11] - '0') * 10 + v->str[12] - '0',
                                    (v->str[14] - '0') * 10 + v->str[15] - '0');
-        } else if ((v->len == 5 || (v->len == 8 && v->str[5] == ':')) && two_digits(v->str) && v->str[2] == ':' &&
-                   two_digits(v->str + 3)) {
+        } else if (clock_value(v->str, v->len)) {
             ok = time_grounded(w->h, (v->str[0] - '0') * 10 + v->str[1] - '0', (v->str[3] - '0') * 10 + v->str[4] - '0');
         } else {
             ok = string_grounded(w->h, v->str, v->len);

@@ -74,6 +74,10 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
                        const char *system, const char *bent, nd_grounding *g);
 void nd_grounding_free(nd_grounding *g);
 
+/* Add "tool.key" to g->out_of_schema (once), after nd_grounding_check; 0 or
+ * NEEDLE_ENOMEM. */
+int nd_grounding_add_out_of_schema(nd_grounding *g, const char *path);
+
 /* The "parameters" schema of the declared tool `name` (plain or in the
  * OpenAI wrapper {"type":"function","function":{...}}), or NULL. */
 const nd_json *nd_tool_parameters(const nd_json *tools, const char *name);

@@ -607,7 +607,24 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         s->grounded = grounded;
         return rc;
     }
-    if (!rc && !r.fail_code) {
+    /* A turn that ran out of tokens inside a value whose schema refused the
+     * model's own token there (range_guard.h: an e-mail address it cannot
+     * write, a pattern it keeps missing, "uuuumumum..." until the budget ends)
+     * wanted a value outside the schema, and the contract answers that with no
+     * call (validation.out_of_schema names the argument) rather than an error.
+     * The half-written call stays out of the cache, as for any turn that ran
+     * out: the next send starts afresh. */
+    char runaway_bent[260] = "";
+    if (!rc && r.fail_code == NEEDLE_ELIMIT && r.bent_at >= 0 && (size_t)r.bent_at <= r.calls.len && r.calls.data) {
+        nd_range_path(r.calls.data, (size_t)r.bent_at, runaway_bent, sizeof runaway_bent);
+        r.fail_code = 0;
+        r.fail_msg[0] = '\0';
+        r.calls.len = 0;
+        nd_buf_puts(&r.calls, "[]"); /* (an out of memory shows as a parse failure below) */
+        s->started = 0;
+        s->pending.len = 0;
+    }
+    if (!rc && !r.fail_code && !runaway_bent[0]) {
         /* evaluate the closers now: the next turn starts from a complete cache,
          * and the head sees the whole call */
         rc = nd_eval_pending(s, &cells_ok, err);
@@ -622,7 +639,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     double confidence = NAN;
     int has_router = 0;
     double router_logits[3] = {0, 0, 0}, router_cal[3] = {0, 0, 0};
-    if (!r.fail_code) {
+    if (!r.fail_code && !runaway_bent[0]) {
         confidence = r.logp_n > 0 ? exp(r.logp_sum / r.logp_n) : NAN;
         if (has_head && cells_ok && s->cells_len > 0) {
             const nd_config *c = &s->model->net->weights.cfg;
@@ -781,6 +798,14 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 suppressed = r.calls.data;
                 r.calls.len = 0;
             }
+            if (runaway_bent[0] && nd_grounding_add_out_of_schema(&g, runaway_bent)) {
+                nd_json_free(calls);
+                nd_buf_free(&r.reasoning);
+                nd_buf_free(&r.calls);
+                nd_grounding_free(&g);
+                nd_buf_free(&completed);
+                return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory in the grounding checks");
+            }
             if (s->strict && flagged) {
                 suppressed = r.calls.data;
                 r.calls.len = 0; /* the envelope says [] */
@@ -789,7 +814,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
              * answered with two calls or fewer, one that asks for two things or one
              * action on two objects is answered part by part (split_turn.h); answered
              * with no call, it is asked again (ask_again.h) */
-            int second_look = first_turn && kind == ND_TURN_USER && !suppressed && !g.negation &&
+            int second_look = first_turn && kind == ND_TURN_USER && !suppressed && !g.negation && !runaway_bent[0] &&
                               calls->type == ND_JSON_ARRAY;
             int taken = 0;
             if (second_look && s->split && calls->count <= 2) {
