@@ -107,10 +107,15 @@ def main(argv=None):
         splits = generate(gen, a.examples, a.seed, log=log, fits=fits)
     except RuntimeError as e:
         fail(str(e))
-    if gen.unfit["drafts"]:
+    refused = length.refused if length else 0
+    if gen.unfit["drafts"] - refused:
         log("%d drafted rows were longer than %d tokens and were drawn again%s" % (
-            gen.unfit["drafts"], a.max_tokens, "; categories with no row that fits, given to positive rows: " +
+            gen.unfit["drafts"] - refused, a.max_tokens, "; categories with no row that fits, given to positive rows: " +
             ", ".join("%s %d" % kv for kv in sorted(gen.unfit["rows"].items())) if gen.unfit["rows"] else ""))
+    if refused:
+        # a value kind this generator cannot fit to a schema: the rows are drawn again, but say so
+        log("%d drafted rows had answers their tools' schemas refuse and were drawn again (first: %s)" % (
+            refused, length.refused_examples[0]))
     para = None
     if a.endpoint:
         from datagen.paraphrase import Paraphraser
@@ -133,7 +138,8 @@ def main(argv=None):
             write_jsonl(os.path.join(a.out, split + ".jsonl"), rows)
         import importlib.metadata as md
         stats = {"tools": a.tools, "seed": a.seed, "examples": a.examples, "weights": gen.weights,
-                 "max_tokens": a.max_tokens, "redrawn_too_long": gen.unfit["drafts"],
+                 "max_tokens": a.max_tokens, "redrawn_too_long": gen.unfit["drafts"] - refused,
+                 "redrawn_schema_refused": refused,
                  "categories_that_do_not_fit": gen.unfit["rows"],
                  "versions": {p: md.version(p) for p in ("faker", "num2words", "lemminflect")},
                  "foreign_tools": len(gen.foreign), "other_domain_templates": len(gen.other_templates),

@@ -254,8 +254,10 @@ def _clause_options(p, slot, tool, many_numbers, t, h, k):
         return ["at " + t, h + " " + t, "email " + t]
     if k == "phone":
         return ["at " + t, h + " " + t, "number " + t, "on " + t]
-    if k in ("url", "pattern"):
+    if k in ("url", "pattern", "hostname", "ipv4", "uuid"):
         return [h + " " + t, h + ": " + t, t]
+    if k == "identifier":
+        return [h + " " + t, h + ": " + t, h + " #" + t if not t.startswith("#") else h + " " + t, t, "for " + t]
     if k == "time":
         return ["at " + t, "at " + t, "for " + t, h + " " + t]
     if k in ("date", "datetime"):

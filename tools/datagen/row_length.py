@@ -23,12 +23,20 @@ def find_needle(given=None):
     return None
 
 
+# A row whose answers the compiled schemas refuse counts as this long, so it is drawn again
+# like a row too long for the context (the tokenizer checks every row against its tools).
+REFUSED = 1 << 30
+
+
 class RowLength:
-    """Callable: row -> its token count as fine-tuning renders it."""
+    """Callable: row -> its token count as fine-tuning renders it, or REFUSED when the row's
+    answers do not match its tools' schemas (a value the generator could not fit to a schema:
+    counted in .refused, the first few kept in .refused_examples)."""
 
     def __init__(self, needle, tokenizer):
         self.proc = subprocess.Popen([needle, "tokenize", "--model", tokenizer, "--rows"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8")
+        self.refused, self.refused_examples = 0, []
 
     def __call__(self, row):
         self.proc.stdin.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -38,6 +46,11 @@ class RowLength:
             raise RuntimeError("needle tokenize --rows stopped: %s" % self.proc.stderr.read().strip())
         ans = json.loads(line)
         if "error" in ans:
+            if "do not match the tools' schemas" in ans["error"]:
+                self.refused += 1
+                if len(self.refused_examples) < 3:
+                    self.refused_examples.append(ans["error"])
+                return REFUSED
             raise RuntimeError("needle tokenize --rows: %s" % ans["error"])
         return ans["tokens"]
 

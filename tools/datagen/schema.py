@@ -13,6 +13,10 @@ STRING_KIND_WORDS = [
     ("phone", r"phone|mobile|cell|tel(ephone)?\b|number_to_call"),
     ("email", r"e-?mail"),
     ("url", r"\burl\b|link|website|uri\b"),
+    # codes a system issued: order and account ids, tracking and serial numbers, SKUs, references
+    ("identifier", r"\bid\b|_id$|\bids?$|tracking|serial|\bsku\b|reference|\bref\b|invoice.?(number|no)|"
+                   r"order.?(number|no)|confirmation|booking.?(code|number)|account.?(number|no)|"
+                   r"(?<!postal )(?<!zip )(?<!country )(?<!language )(?<!currency )(?<!area )\bcode$"),
     ("room", r"\broom|zone\b|area\b"),
     ("language", r"language|\blang\b|locale"),
     ("city", r"\bcity\b|\btown\b"),
@@ -86,12 +90,29 @@ def load_tools(path):
     return declared, tools
 
 
+def resolve_ref(schema, root, depth=0):
+    """A local "$ref" ("#/$defs/x", "#/definitions/x") replaced by what it points to (sibling
+    keywords kept); anything else as it is."""
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/") or depth > 8:
+        return schema
+    node = root
+    for part in ref[2:].split("/"):
+        node = node.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return schema
+    merged = dict(resolve_ref(node, root, depth + 1), **{k: v for k, v in schema.items() if k != "$ref"})
+    return merged
+
+
 class Param:
     def __init__(self, name, schema, required, tool):
+        schema = resolve_ref(schema, tool.root)
         alts = schema.get("anyOf") or schema.get("oneOf")
         if "type" not in schema and "enum" not in schema and isinstance(alts, list):
             # {"anyOf": [{"type": "string", ...}, {"type": "null"}]}: sample the first real alternative
             alt = next((a for a in alts if isinstance(a, dict) and a.get("type") != "null"), {})
+            alt = resolve_ref(alt, tool.root)
             schema = dict(alt, **{k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")})
         self.name, self.schema, self.required = name, schema, required
         self.human = humanize(name)
@@ -100,6 +121,12 @@ class Param:
         if isinstance(self.type, list):
             self.type = next((x for x in self.type if x != "null"), "string")
         self.enum = schema.get("enum")
+        if self.enum is None and "const" in schema:
+            self.enum = [schema["const"]]  # one allowed value: a choice of one
+            if "type" not in schema:
+                c = schema["const"]
+                self.type = "boolean" if isinstance(c, bool) else "integer" if isinstance(c, int) else \
+                    "number" if isinstance(c, float) else "string"
         self.minimum = schema.get("minimum", schema.get("exclusiveMinimum"))
         self.maximum = schema.get("maximum", schema.get("exclusiveMaximum"))
         self.exclusive = ("exclusiveMinimum" in schema, "exclusiveMaximum" in schema)
@@ -149,6 +176,8 @@ def classify(p, tool):
         return "email"
     if p.format in ("uri", "url"):
         return "url"
+    if p.format in ("hostname", "ipv4", "uuid"):
+        return p.format
     if p.pattern:
         return "pattern"
     if re.search(r"\btime\b|clock", humanize(p.name)):
@@ -176,6 +205,7 @@ class Tool:
         self.name = schema["name"]
         self.desc = (schema.get("description") or "").strip()
         params = schema.get("parameters") or {}
+        self.root = params  # where "#/$defs/..." references point
         req = params.get("required", [])
         self.required = [r for r in req if r in params.get("properties", {})]
         self.params = [Param(k, v, k in req, self) for k, v in params.get("properties", {}).items()

@@ -457,6 +457,40 @@ class Values:
         return self.fresh(lambda: self._call(self.rng.choice(["en_US", "en_GB", "de_DE", "fr_FR", "en_IN",
                                                                 "es_ES", "en_AU", "it_IT"]), "phone"))
 
+    def identifier(self):
+        """A code a system issued ("ORD-48213", "1Z84A6170392", "INV-2025-0042"), said as written."""
+        def make():
+            r = self.rng.random()
+            digits = lambda n: "".join(self.rng.choice("0123456789") for _ in range(n))
+            upper = lambda n: "".join(self.rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(n))
+            if r < 0.3:
+                return self.rng.choice(["ORD", "INV", "ACC", "REF", "TKT", "BK", "SO"]) + "-" + digits(
+                    self.rng.randint(4, 7))
+            if r < 0.5:
+                return upper(2) + digits(self.rng.randint(6, 10))
+            if r < 0.65:
+                return "1Z" + upper(3) + digits(9)
+            if r < 0.8:
+                return digits(self.rng.randint(6, 12))
+            if r < 0.9:
+                return upper(3) + "-" + digits(4) + "-" + upper(2)
+            return self.rng.choice(["INV", "PO", "CASE"]) + "-" + str(self.rng.randint(2020, 2027)) + "-" + digits(4)
+        return self.fresh(make)
+
+    def hostname(self):
+        return self.fresh(lambda: self.rng.choice(["", "api.", "mail.", "files.", "vpn.", "shop."]) +
+                          re.sub(r"[^a-z]", "", self._call("en_US", "last").lower()) +
+                          self.rng.choice([".com", ".org", ".io", ".net", ".dev", ".co.uk"]))
+
+    def ipv4(self):
+        return self.fresh(lambda: self.rng.choice(["192.168.%d.%d", "10.0.%d.%d", "172.16.%d.%d"]) % (
+            self.rng.randint(0, 255), self.rng.randint(1, 254)) if self.rng.random() < 0.7 else
+            "%d.%d.%d.%d" % tuple(self.rng.randint(1, 254) for _ in range(4)))
+
+    def uuid(self):
+        return self.fresh(lambda: "-".join("".join(self.rng.choice("0123456789abcdef") for _ in range(n))
+                                           for n in (8, 4, 4, 4, 12)))
+
     def url(self):
         return self.fresh(lambda: "https://" + self.rng.choice(["www.", ""]) +
                           re.sub(r"[^a-z]", "", self._call("en_US", "last").lower()) +
@@ -649,6 +683,10 @@ class Values:
 
     # -- times and dates -----------------------------------------------------
     def time_value(self, h, m, p=None):
+        if p is not None and p.format == "time":
+            # JSON Schema's "time" is RFC 3339's full-time: seconds and an offset (no zone is said,
+            # so UTC's "Z", the one a tool reading it treats as given)
+            return "%02d:%02d:00Z" % (h, m)
         cands = ["%02d:%02d" % (h, m), "%02d:%02d:00" % (h, m), "%d:%02d" % (h, m)]
         if p is not None and p.pattern:
             try:
@@ -741,7 +779,8 @@ class Values:
         d = self.date_slot(p)
         t = self.time_slot(None)
         text = d.clause + " at " + t.text
-        return Slot(text, d.value + "T" + t.value + ":00", clause=text, needs_date=d.needs_date)
+        # RFC 3339 date-time (JSON Schema's "date-time"): seconds and an offset, "Z" (no zone is said)
+        return Slot(text, d.value + "T" + t.value + ":00Z", clause=text, needs_date=d.needs_date)
 
     # -- patterns --------------------------------------------------------------
     def pattern_value(self, pattern):
@@ -810,7 +849,26 @@ class Values:
 
     # -- one parameter -----------------------------------------------------------
     def sample(self, p, tool=None):
-        """A Slot for parameter p, or None when this generator cannot say a value for it."""
+        """A Slot for parameter p, or None when this generator cannot say a value for it.  A
+        string value also keeps to the schema's minLength / maxLength (code points): values are
+        drawn again, then an identifier of a fitting length is tried."""
+        lo, hi = p.schema.get("minLength"), p.schema.get("maxLength")
+        if p.type != "string" or (lo is None and hi is None) or p.kind == "enum":
+            return self._sample(p, tool)
+        fits = lambda v: isinstance(v, str) and (lo is None or len(v) >= lo) and (hi is None or len(v) <= hi)
+        for _ in range(12):
+            s = self._sample(p, tool)
+            if s is None or fits(s.value):
+                return s
+        if p.kind not in ("identifier", "pattern", "date", "datetime", "time", "email", "url", "hostname", "ipv4",
+                          "uuid"):
+            for _ in range(40):
+                v = self.identifier()
+                if fits(v):
+                    return Slot(v, v)
+        return None
+
+    def _sample(self, p, tool=None):
         k = p.kind
         if k == "enum":
             v = self.rng.choice(p.enum)
@@ -841,6 +899,7 @@ class Values:
                  "business": self.business, "product": self.product, "title": self.title, "media": self.media,
                  "artist": self.artist, "message": self.message, "query": self.query_text, "email": self.email,
                  "phone": self.phone, "url": self.url, "words": self.words, "city": self.city,
+                 "identifier": self.identifier, "hostname": self.hostname, "ipv4": self.ipv4, "uuid": self.uuid,
                  "language": lambda: self.fresh(lambda: self.rng.choice(LANGUAGES))}[k]
         v = maker()
         return Slot(v, v)
