@@ -583,34 +583,6 @@ static int said_outside(const heard *r, const char *request, const nd_json *sche
     return 0;
 }
 
-/* JSON equality as uniqueItems means it: numbers by value, objects whatever
- * their key order */
-static int json_equal(const nd_json *a, const nd_json *b)
-{
-    int ab = a->type == ND_JSON_TRUE || a->type == ND_JSON_FALSE, bb = b->type == ND_JSON_TRUE || b->type == ND_JSON_FALSE;
-    if (ab || bb) return a->type == b->type;
-    if (a->type != b->type) return 0;
-    switch (a->type) {
-    case ND_JSON_NUMBER: return a->num == b->num;
-    case ND_JSON_STRING: return a->len == b->len && !memcmp(a->str, b->str, a->len);
-    case ND_JSON_ARRAY:
-        if (a->count != b->count) return 0;
-        for (size_t i = 0; i < a->count; i++)
-            if (!json_equal(&a->items[i], &b->items[i])) return 0;
-        return 1;
-    case ND_JSON_OBJECT:
-        if (a->count != b->count) return 0;
-        for (size_t i = 0; i < a->count; i++) {
-            const nd_json *o = NULL;
-            for (size_t k = 0; k < b->count && !o; k++)
-                if (a->key_lens[i] == b->key_lens[k] && !memcmp(a->keys[i], b->keys[k], a->key_lens[i])) o = &b->items[k];
-            if (!o || !json_equal(&a->items[i], o)) return 0;
-        }
-        return 1;
-    default: return 1; /* null */
-    }
-}
-
 /* An array whose schema says uniqueItems and that repeats an item: outside the
  * schema (the grammar cannot see it; the decoder's repeat cut, repeat_guard.h,
  * usually ends such a list before the repeat, but a minItems may refuse that) */
@@ -620,7 +592,7 @@ static int repeats_an_item(const nd_json *v, const nd_json *schema)
     if (!u || u->type != ND_JSON_TRUE) return 0;
     for (size_t i = 1; i < v->count; i++)
         for (size_t k = 0; k < i; k++)
-            if (json_equal(&v->items[i], &v->items[k])) return 1;
+            if (nd_json_equal(&v->items[i], &v->items[k])) return 1; /* numbers by value, keys in any order */
     return 0;
 }
 

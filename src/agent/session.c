@@ -777,6 +777,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 r.calls.len = 0;
                 nd_json_write(&r.calls, calls, nd_chat_json_ascii(s->model->layout));
             }
+            /* the argument a runaway turn was writing when its budget ended (above) */
+            if (!grc && runaway_bent[0]) grc = nd_grounding_add_out_of_schema(&g, runaway_bent);
             if (changed < 0 || grc || r.calls.oom || completed.oom) {
                 nd_json_free(calls);
                 nd_buf_free(&r.reasoning);
@@ -797,14 +799,6 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             if ((g.negation || g.n_out_of_schema || g.n_missing) && calls->type == ND_JSON_ARRAY && calls->count > 0) {
                 suppressed = r.calls.data;
                 r.calls.len = 0;
-            }
-            if (runaway_bent[0] && nd_grounding_add_out_of_schema(&g, runaway_bent)) {
-                nd_json_free(calls);
-                nd_buf_free(&r.reasoning);
-                nd_buf_free(&r.calls);
-                nd_grounding_free(&g);
-                nd_buf_free(&completed);
-                return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory in the grounding checks");
             }
             if (s->strict && flagged) {
                 suppressed = r.calls.data;
