@@ -627,6 +627,45 @@ def test_formats_lengths_identifiers_and_money(tmp_path):
     assert called == set(schemas)
 
 
+# A tool whose rows run long (two 8-digit accounts, an amount, a currency and a memo) after a long
+# tools block: redrawing its too-long drafts as any tool used to leave it 1 positive row of 68.
+LONG_ROW_TOOLS = [
+    {"name": "searchDocs", "parameters": {"type": "object", "properties": {
+        "q": {"type": "string"}, "n": {"type": "integer", "minimum": 1, "exclusiveMaximum": 50},
+        "langs": {"type": "array", "minItems": 2, "items": {"type": "string", "enum": ["en", "fr", "de", "es"]}}},
+        "required": ["q"]}},
+    {"name": "setFanSpeed", "description": "Set the ceiling fan speed", "parameters": {"type": "object", "properties": {
+        "speed": {"type": "string", "enum": ["1", "2", "3", "off"]}, "reverse": {"type": "boolean"}},
+        "required": ["speed", "reverse"]}},
+    {"name": "transfer_funds", "description": "Transfer money between two accounts", "parameters": {
+        "type": "object", "properties": {
+            "from_account": {"type": "string", "pattern": "^[0-9]{8}$"},
+            "to_account": {"type": "string", "pattern": "^[0-9]{8}$"},
+            "amount": {"type": "number", "minimum": 0.01, "maximum": 10000, "multipleOf": 0.01},
+            "currency": {"type": "string", "enum": ["USD", "EUR", "GBP"]},
+            "memo": {"type": "string", "maxLength": 20}},
+        "required": ["from_account", "to_account", "amount"]}},
+    {"name": "add_task", "description": "Add a task to a project board", "parameters": {"type": "object", "properties": {
+        "task": {"type": "object", "properties": {
+            "title": {"type": "string", "minLength": 3}, "due": {"type": "string", "format": "date"},
+            "assignee": {"type": "string", "format": "email"}}, "required": ["title"]},
+        "labels": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 3}},
+        "required": ["task"]}},
+]
+
+
+def test_every_tool_keeps_its_positive_rows(tmp_path):
+    tools = tmp_path / "long.json"
+    tools.write_text(json.dumps(LONG_ROW_TOOLS))
+    run_gen(tmp_path / "l", tools, "--examples", 200, "--seed", 5)
+    rows = [r for rs in read_rows(tmp_path / "l").values() for r in rs if r["category"] == "positive"]
+    per_tool = {t["name"]: 0 for t in LONG_ROW_TOOLS}
+    for r in rows:
+        per_tool[r["answers"][0]["name"]] += 1
+    # a fair share is a quarter each; every tool keeps at least half of it
+    assert min(per_tool.values()) >= len(rows) / len(per_tool) / 2, per_tool
+
+
 @pytest.mark.parametrize("example", ["home", "media", "records", "wearable", "car"])
 def test_example_tool_sets(tmp_path, example):
     """The examples/ tool sets: valid answers, values said, no-call rows empty."""

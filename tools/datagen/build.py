@@ -35,6 +35,7 @@ class GenError(Exception):
 class Generator:
     def __init__(self, declared, tools, seed, system=None, weights=None, follow_up_rate=0.35):
         self.declared, self.tools, self.seed, self.system = declared, tools, seed, system
+        self.pinned = None  # the tool a positive row's next draft must call (make_row)
         self.follow_up_rate = follow_up_rate  # multi-turn rows whose tool result is followed by a new request
         self.phr = {t.name: ToolPhrasing(t) for t in tools}
         self.foreign = offtopic.foreign_tools(tools)
@@ -158,7 +159,7 @@ class Generator:
         return self.declared
 
     def row_positive(self, rng, values):
-        tool = rng.choice(self.tools)
+        tool = self.pinned if self.pinned is not None else rng.choice(self.tools)
         got = self.say(tool, rng, values)
         if not got:
             return None
@@ -350,21 +351,36 @@ def generate(gen, n_total, seed, log=None, fits=None):
     return out
 
 
+# Drafts of a positive row that keep to the tool of its first draft that did not fit, before any tool
+# may be called: a tool whose rows run long (two 8-digit account numbers, an amount and a memo after
+# a long tools block) would otherwise lose nearly every positive row to the others (measured: 1 of 68
+# positive calls on a four-tool set, 17 of 69 without the length limit).
+PINNED_DRAFTS = 40
+
+
 def make_row(gen, cat, split, rng, seen, rows, fits):
     """Append one new row of category cat to rows; False when 60 drafts gave none."""
-    for _attempt in range(60):
-        row = gen.row(cat, split, rng)
-        if row is None:
-            continue
-        key = row["query"].strip().lower()
-        if key in seen:
-            continue
-        if fits is not None and not fits(row):
-            gen.unfit["drafts"] += 1
-            continue
-        seen.add(key)
-        rows.append(row)
-        return True
+    gen.pinned = None
+    try:
+        for attempt in range(60):
+            if attempt == PINNED_DRAFTS:
+                gen.pinned = None
+            row = gen.row(cat, split, rng)
+            if row is None:
+                continue
+            key = row["query"].strip().lower()
+            if key in seen:
+                continue
+            if fits is not None and not fits(row):
+                gen.unfit["drafts"] += 1
+                if cat == "positive" and gen.pinned is None and attempt < PINNED_DRAFTS and row["answers"]:
+                    gen.pinned = next(t for t in gen.tools if t.name == row["answers"][0]["name"])
+                continue
+            seen.add(key)
+            rows.append(row)
+            return True
+    finally:
+        gen.pinned = None
     if fits is not None:
         gen.unfit["rows"][cat] = gen.unfit["rows"].get(cat, 0) + 1
     return False
