@@ -639,7 +639,11 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     double confidence = NAN;
     int has_router = 0;
     double router_logits[3] = {0, 0, 0}, router_cal[3] = {0, 0, 0};
-    if (!r.fail_code && !runaway_bent[0]) {
+    if (runaway_bent[0]) {
+        /* the withheld writing's confidence, as for any withheld call (the
+         * heads read a complete turn's cells, which this turn never had) */
+        confidence = r.logp_n > 0 ? exp(r.logp_sum / r.logp_n) : NAN;
+    } else if (!r.fail_code) {
         confidence = r.logp_n > 0 ? exp(r.logp_sum / r.logp_n) : NAN;
         if (has_head && cells_ok && s->cells_len > 0) {
             const nd_config *c = &s->model->net->weights.cfg;
