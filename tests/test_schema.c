@@ -43,7 +43,16 @@ static void test_unsupported_keywords_name_the_path(void)
         CHECKF(compile_tools("[{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"l\":{\"type\":"
                              "\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"array\",\"uniqueItems\":true}}}}}]",
                              msg, sizeof msg) == 0, "%s", msg);
+        /* told by where the compiler is, not by the path's text: a property named like a keyword */
+        CHECKF(compile_tools("[{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"oneOffer\":{\"type\":"
+                             "\"array\",\"uniqueItems\":true}}}}]",
+                             msg, sizeof msg) == 0, "%s", msg);
     }
+    /* tuple items (the agent's checks read "items" as one schema) */
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"l\":{\"type\":\"array\",\"items\":[{\"type\":\"array\",\"uniqueItems\":true}]}}}",
+                      "uniqueItems"));
+    CHECK(param_error("{\"type\":\"object\",\"properties\":{\"m\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"array\",\"uniqueItems\":true}}}}",
+                      "uniqueItems"));
     CHECK(param_error("{\"type\":\"object\",\"properties\":{\"l\":{\"anyOf\":[{\"type\":\"array\",\"uniqueItems\":true},{\"type\":\"null\"}]}}}",
                       "uniqueItems"));
     CHECK(param_error("{\"$defs\":{\"u\":{\"type\":\"array\",\"uniqueItems\":true}},\"type\":\"object\",\"properties\":{\"l\":{\"$ref\":\"#/$defs/u\"}}}",

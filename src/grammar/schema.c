@@ -34,6 +34,11 @@ typedef struct ctx {
     int n_refs, cap_refs;
     int any_node;            /* the shared "any JSON value" node, -1 until built */
     int free_string_node;    /* shared free string (map keys) */
+    /* > 0 while compiling a schema the agent's checks do not reach by
+     * following a call's arguments through properties and items: under $ref,
+     * anyOf, oneOf, allOf, tuple items (prefixItems, items as an array) and
+     * additionalItems / additionalProperties (see check_keywords) */
+    int indirect;
 } ctx;
 
 enum { T_NULL = 1, T_BOOL = 2, T_INT = 4, T_NUM = 8, T_STR = 16, T_ARR = 32, T_OBJ = 64, T_ALL = 127 };
@@ -118,17 +123,14 @@ static int in_list(const char *k, const char *const *list)
  * decoding, not by the grammar: the agent's checks (agent/grounding.c) withhold
  * a call whose array repeats an item, and they follow a call's arguments
  * through properties and items only, so it is accepted on those paths alone
- * (not under $ref, anyOf, oneOf, allOf, prefixItems or additional*). */
+ * (not under $ref, anyOf, oneOf, allOf, tuple items or additional*: ctx.indirect). */
 static int check_keywords(ctx *c, const nd_json *s, const char *path)
 {
     for (size_t i = 0; i < s->count; i++) {
         const char *k = s->keys[i];
         if (in_list(k, unsupported_keywords))
             return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: unsupported keyword \"%s\"", path, k);
-        if (strcmp(k, "uniqueItems") == 0 && s->items[i].type == ND_JSON_TRUE &&
-            (strstr(path, "$ref") || strstr(path, "$defs") || strstr(path, "definitions") || strstr(path, "anyOf") ||
-             strstr(path, "oneOf") || strstr(path, "allOf") || strstr(path, "prefixItems") ||
-             strstr(path, "additionalProperties") || strstr(path, "additionalItems")))
+        if (strcmp(k, "uniqueItems") == 0 && s->items[i].type == ND_JSON_TRUE && c->indirect > 0)
             return nd_errorf(c->err, NEEDLE_ESCHEMA,
                              "%s: \"uniqueItems\" (true) is supported only where properties and items lead to it",
                              path);
@@ -587,6 +589,15 @@ out:
 
 static int compile(ctx *c, const nd_json *s, const char *path, int depth);
 
+/* compile, counted as a schema the agent's checks do not reach (ctx.indirect) */
+static int compile_indirect(ctx *c, const nd_json *s, const char *path, int depth)
+{
+    c->indirect++;
+    int id = compile(c, s, path, depth);
+    c->indirect--;
+    return id;
+}
+
 /* The shared "any JSON value" node (a recursive anyOf). */
 static int any_node(ctx *c, const char *path)
 {
@@ -658,7 +669,7 @@ static int build_array(ctx *c, const nd_json *s, const char *path, int depth)
         c->g->nodes[id].prefix = pre;
         for (size_t i = 0; i < prefix->count; i++) {
             snprintf(sub, sizeof sub, "%s.%s[%zu]", path, prefix_name, i);
-            int k = compile(c, &prefix->items[i], sub, depth + 1);
+            int k = compile_indirect(c, &prefix->items[i], sub, depth + 1);
             if (k < 0) return k;
             c->g->nodes[id].prefix[i] = k;
             c->g->nodes[id].n_prefix = (int)i + 1;
@@ -675,7 +686,7 @@ static int build_array(ctx *c, const nd_json *s, const char *path, int depth)
         if (c->g->nodes[id].max_items > np) c->g->nodes[id].max_items = np;
     } else {
         snprintf(sub, sizeof sub, "%s.%s", path, prefix_name[0] == 'i' ? "additionalItems" : "items");
-        it = compile(c, rest, sub, depth + 1);
+        it = prefix_name[0] == 'i' ? compile_indirect(c, rest, sub, depth + 1) : compile(c, rest, sub, depth + 1);
         if (it < 0) return it;
     }
     c->g->nodes[id].items = it;
@@ -814,7 +825,7 @@ static int build_object(ctx *c, const nd_json *s, const char *path, int depth)
     if (add && add->type != ND_JSON_TRUE) {
         char sub[1200];
         snprintf(sub, sizeof sub, "%s.additionalProperties", path);
-        val = compile(c, add, sub, depth + 1);
+        val = compile_indirect(c, add, sub, depth + 1);
         if (val < 0) return val;
     }
     c->g->nodes[id].key_node = c->free_string_node;
@@ -996,10 +1007,15 @@ static int compile_at(ctx *c, const nd_json *s, const char *path, int depth)
     if (s->type != ND_JSON_OBJECT) return nd_errorf(c->err, NEEDLE_ESCHEMA, "%s: a schema must be an object", path);
     int rc = check_keywords(c, s, path);
     if (rc < 0) return rc;
-    if (nd_json_get(s, "$ref")) return compile_ref(c, s, path, depth);
-    if (nd_json_get(s, "anyOf")) return compile_anyof(c, s, "anyOf", path, depth);
-    if (nd_json_get(s, "oneOf")) return compile_anyof(c, s, "oneOf", path, depth); /* treated as anyOf */
-    if (nd_json_get(s, "allOf")) return compile_allof(c, s, path, depth);
+    if (nd_json_get(s, "$ref") || nd_json_get(s, "anyOf") || nd_json_get(s, "oneOf") || nd_json_get(s, "allOf")) {
+        c->indirect++; /* what these lead to, the agent's checks do not follow */
+        int id = nd_json_get(s, "$ref")    ? compile_ref(c, s, path, depth)
+                 : nd_json_get(s, "anyOf") ? compile_anyof(c, s, "anyOf", path, depth)
+                 : nd_json_get(s, "oneOf") ? compile_anyof(c, s, "oneOf", path, depth) /* treated as anyOf */
+                                           : compile_allof(c, s, path, depth);
+        c->indirect--;
+        return id;
+    }
 
     int types = 0, typed = 0;
     const nd_json *t = nd_json_get(s, "type");
