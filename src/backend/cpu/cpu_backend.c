@@ -65,8 +65,29 @@ static size_t cpu_matmul_a8_work_floats(const nd_backend *be, const nd_matrix *w
     return nd_cpu_matmul_a8_work_floats(w, T, nd_threadpool_threads(be->pool));
 }
 
+/* Row-wise ops over a whole prefill chunk (the q/k norms of every token and
+ * head, the KV quantisation of a run of slots, the engram rows and taps) are
+ * split over the pool by rows: each row's arithmetic is the same whatever task
+ * runs it, so results do not depend on the thread count.  Small calls
+ * (decode) run inline. */
 #define ROWS_MIN_VALUES 8192  /* below this a job costs more than it saves */
 #define ROWS_TASK_VALUES 4096 /* values per task */
+
+/* Rows per task for `count` rows of `values` values each, or 0 when the call
+ * is too small to split (or there is no second thread): run it inline. */
+static int split_rows_per_task(const nd_backend *be, int count, size_t values)
+{
+    if (values * (size_t)count < ROWS_MIN_VALUES || nd_threadpool_threads(be->pool) < 2) return 0;
+    size_t per = ROWS_TASK_VALUES / (values ? values : 1);
+    return per > 0 ? (int)per : 1;
+}
+
+/* The rows [*r0, *r1) of task `task` of `count` rows, `per` to a task. */
+static void task_rows(int task, int per, int count, int *r0, int *r1)
+{
+    *r0 = task * per;
+    *r1 = *r0 + per < count ? *r0 + per : count;
+}
 
 typedef struct gather_job {
     const nd_matrix *w;
@@ -79,7 +100,8 @@ static void gather_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const gather_job *j = ctx;
-    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->n ? r0 + j->rows_per_task : j->n;
+    int r0, r1;
+    task_rows(task, j->rows_per_task, j->n, &r0, &r1);
     nd_cpu_gather_rows(j->w, j->rows + r0, r1 - r0, j->out + (size_t)r0 * (size_t)j->w->cols);
 }
 
@@ -87,19 +109,13 @@ static void gather_task(void *ctx, int task, int thread)
  * embeddings of a chunk) split over the pool; each row decodes the same anywhere */
 static void cpu_gather_rows(const nd_backend *be, const nd_matrix *w, const int *rows, int n, float *out)
 {
-    gather_job j = {.w = w, .rows = rows, .n = n, .out = out, .rows_per_task = n};
-    if ((size_t)n * (size_t)w->cols >= ROWS_MIN_VALUES && nd_threadpool_threads(be->pool) >= 2) {
-        j.rows_per_task = ROWS_TASK_VALUES / w->cols > 0 ? ROWS_TASK_VALUES / w->cols : 1;
+    gather_job j = {.w = w, .rows = rows, .n = n, .out = out};
+    if ((j.rows_per_task = split_rows_per_task(be, n, (size_t)w->cols)) > 0) {
         nd_threadpool_run(be->pool, (n + j.rows_per_task - 1) / j.rows_per_task, gather_task, &j);
         return;
     }
     nd_cpu_gather_rows(w, rows, n, out);
 }
-
-/* Row-wise ops over a whole prefill chunk (the q/k norms of every token and
- * head, the KV quantisation of a run of slots) are split over the pool by
- * rows: each row's arithmetic is the same whatever task runs it, so results
- * do not depend on the thread count.  Small calls (decode) run inline. */
 
 typedef struct rows_job {
     const float *x;
@@ -123,7 +139,8 @@ static void rows_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const rows_job *j = ctx;
-    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->count ? r0 + j->rows_per_task : j->count;
+    int r0, r1;
+    task_rows(task, j->rows_per_task, j->count, &r0, &r1);
     for (int i = r0; i < r1; i++) {
         size_t off = (size_t)i * (size_t)j->n;
         if (j->act_quant) act_quant_row((float *)j->x, j->n, i, j->q, j->qscale);
@@ -134,8 +151,7 @@ static void rows_task(void *ctx, int task, int thread)
 
 static int rows_split(const nd_backend *be, rows_job *j)
 {
-    if ((size_t)j->n * (size_t)j->count < ROWS_MIN_VALUES || nd_threadpool_threads(be->pool) < 2) return 0;
-    j->rows_per_task = ROWS_TASK_VALUES / j->n > 0 ? ROWS_TASK_VALUES / j->n : 1;
+    if ((j->rows_per_task = split_rows_per_task(be, j->count, (size_t)j->n)) == 0) return 0;
     nd_threadpool_run(be->pool, (j->count + j->rows_per_task - 1) / j->rows_per_task, rows_task, j);
     return 1;
 }
@@ -410,7 +426,8 @@ static void taps_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const taps_job *j = ctx;
-    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->count ? r0 + j->rows_per_task : j->count;
+    int r0, r1;
+    task_rows(task, j->rows_per_task, j->count, &r0, &r1);
     for (int r = r0; r < r1; r++)
         nd_cpu_engram_taps(j->taps, j->ntaps, j->src + (size_t)r * j->ntaps, j->d, j->out + (size_t)r * j->ldo);
 }
@@ -420,14 +437,12 @@ static void taps_task(void *ctx, int task, int thread)
 static void cpu_engram_taps(const nd_backend *be, const float *taps, int ntaps, const float *const *src, int d,
                             int count, float *out, size_t ldo)
 {
-    taps_job j = {.taps = taps, .src = src, .ntaps = ntaps, .d = d, .count = count, .out = out, .ldo = ldo,
-                  .rows_per_task = count};
-    size_t values = (size_t)d * (size_t)ntaps * (size_t)count;
-    if (values >= ROWS_MIN_VALUES && nd_threadpool_threads(be->pool) >= 2) {
-        j.rows_per_task = ROWS_TASK_VALUES / (d * ntaps) > 0 ? ROWS_TASK_VALUES / (d * ntaps) : 1;
+    taps_job j = {.taps = taps, .src = src, .ntaps = ntaps, .d = d, .count = count, .out = out, .ldo = ldo};
+    if ((j.rows_per_task = split_rows_per_task(be, count, (size_t)d * (size_t)ntaps)) > 0) {
         nd_threadpool_run(be->pool, (count + j.rows_per_task - 1) / j.rows_per_task, taps_task, &j);
         return;
     }
+    j.rows_per_task = count; /* one task, inline */
     taps_task(&j, 0, 0);
 }
 
