@@ -707,7 +707,31 @@ typedef struct a8_job {
     int tblocks, tblock; /* prefill: each unit's tokens in tblocks blocks of tblock (1 block: all) */
 } a8_job;
 
-/* units [u0, u1) of the matrices' rows (unit 0 is `extra` when there is one) */
+/* Units [u0, u1) of the matrices' rows, one kernel call per matrix they
+ * touch, for the tokens [t0, t0 + nt) (nt <= 0: every token).  A token's
+ * result does not depend on the block it runs in, so splitting the tokens
+ * changes no bit. */
+static void a8_units(const a8_job *j, int u0, int u1, int t0, int nt)
+{
+    for (int mi = 0; mi < j->n && u0 < u1; mi++) {
+        if (u0 >= j->first_unit[mi + 1]) continue;
+        int end = u1 < j->first_unit[mi + 1] ? u1 : j->first_unit[mi + 1];
+        nd_cq_int_args a = j->args[mi];
+        a.r0 = (u0 - j->first_unit[mi]) * j->unit_rows;
+        a.r1 = (end - j->first_unit[mi]) * j->unit_rows;
+        if (a.r1 > a.w->rows) a.r1 = a.w->rows;
+        if (nt > 0) {
+            a.T = a.T - t0 < nt ? a.T - t0 : nt;
+            a.z += (size_t)t0 * (size_t)a.ldz;
+            a.tscale += t0;
+            a.y += (size_t)t0 * (size_t)a.ldy;
+        }
+        j->k->gemm(&a);
+        u0 = end;
+    }
+}
+
+/* decode: units [u0, u1) (unit 0 is `extra` when there is one) */
 static void a8_range(void *ctx, int u0, int u1, int thread)
 {
     (void)thread;
@@ -716,36 +740,16 @@ static void a8_range(void *ctx, int u0, int u1, int thread)
         if (u0 == 0) j->extra(j->extra_ctx), u0 = 1;
         u0--, u1--;
     }
-    for (int mi = 0; mi < j->n && u0 < u1; mi++) {
-        if (u0 >= j->first_unit[mi + 1]) continue;
-        int end = u1 < j->first_unit[mi + 1] ? u1 : j->first_unit[mi + 1];
-        nd_cq_int_args a = j->args[mi];
-        a.r0 = (u0 - j->first_unit[mi]) * j->unit_rows;
-        a.r1 = (end - j->first_unit[mi]) * j->unit_rows;
-        if (a.r1 > a.w->rows) a.r1 = a.w->rows;
-        j->k->gemm(&a);
-        u0 = end;
-    }
+    a8_units(j, u0, u1, 0, 0);
 }
 
-/* Prefill: task = (unit, block of tokens).  A token's result does not depend
- * on the block it runs in, so splitting the tokens changes no bit. */
+/* prefill: task = (unit, block of tokens) */
 static void a8_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const a8_job *j = ctx;
-    int u = task / j->tblocks, t0 = task % j->tblocks * j->tblock, mi = 0;
-    while (u >= j->first_unit[mi + 1]) mi++;
-    nd_cq_int_args a = j->args[mi];
-    a.r0 = (u - j->first_unit[mi]) * j->unit_rows;
-    a.r1 = a.r0 + j->unit_rows < a.w->rows ? a.r0 + j->unit_rows : a.w->rows;
-    if (j->tblocks > 1) {
-        a.T = a.T - t0 < j->tblock ? a.T - t0 : j->tblock;
-        a.z += (size_t)t0 * (size_t)a.ldz;
-        a.tscale += t0;
-        a.y += (size_t)t0 * (size_t)a.ldy;
-    }
-    j->k->gemm(&a);
+    int u = task / j->tblocks;
+    a8_units(j, u, u + 1, task % j->tblocks * j->tblock, j->tblocks > 1 ? j->tblock : 0);
 }
 
 typedef struct a8_quant_job {
