@@ -613,7 +613,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
      * wanted a value outside the schema, and the contract answers that with no
      * call (validation.out_of_schema names the argument) rather than an error.
      * The half-written call stays out of the cache, as for any turn that ran
-     * out: the next send starts afresh. */
+     * out: the next send starts afresh.  Its confidence is the written tokens'
+     * (as for any withheld call); the heads read a complete turn's cells,
+     * which this turn never had. */
     char runaway_bent[260] = "";
     if (!rc && r.fail_code == NEEDLE_ELIMIT && r.bent_at >= 0 && (size_t)r.bent_at <= r.calls.len && r.calls.data) {
         nd_range_path(r.calls.data, (size_t)r.bent_at, runaway_bent, sizeof runaway_bent);
@@ -621,6 +623,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         r.fail_msg[0] = '\0';
         r.calls.len = 0;
         nd_buf_puts(&r.calls, "[]"); /* (an out of memory shows as a parse failure below) */
+        r.bent_at = -1;               /* an offset into the text just replaced */
+        cells_ok = 0;
         s->started = 0;
         s->pending.len = 0;
     }
@@ -639,11 +643,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     double confidence = NAN;
     int has_router = 0;
     double router_logits[3] = {0, 0, 0}, router_cal[3] = {0, 0, 0};
-    if (runaway_bent[0]) {
-        /* the withheld writing's confidence, as for any withheld call (the
-         * heads read a complete turn's cells, which this turn never had) */
-        confidence = r.logp_n > 0 ? exp(r.logp_sum / r.logp_n) : NAN;
-    } else if (!r.fail_code) {
+    if (!r.fail_code) {
         confidence = r.logp_n > 0 ? exp(r.logp_sum / r.logp_n) : NAN;
         if (has_head && cells_ok && s->cells_len > 0) {
             const nd_config *c = &s->model->net->weights.cfg;
