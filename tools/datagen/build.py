@@ -360,7 +360,6 @@ PINNED_DRAFTS = 40
 
 def make_row(gen, cat, split, rng, seen, rows, fits):
     """Append one new row of category cat to rows; False when 60 drafts gave none."""
-    gen.pinned = None
     try:
         for attempt in range(60):
             if attempt == PINNED_DRAFTS:
