@@ -128,7 +128,10 @@ typedef struct needle_session_options {
                                     calls something grounded with no sign of a request the contract refuses
                                     (validation.asked_again; docs/envelope.md); still with no call, a
                                     request in a messaging frame ("text mom that I'll be late") is
-                                    answered with the call the frame spells out.  1 or 0: on (the
+                                    answered with the call the frame spells out; and one where the model
+                                    gave a call at least 0.1 of the probability at the list's first
+                                    token is answered with that call when the request names its tool
+                                    and says its values (validation.leaned).  1 or 0: on (the
                                     default), -1: off */
 } needle_session_options;
 

@@ -537,12 +537,13 @@ static void test_envelope_fields(void)
     e.completed = "[\"a.c\"]";
     e.split = "[\"a b\",\"c d\"]";
     e.asked_again = 1;
+    e.leaned = 1;
     e.suppressed_calls = "[{\"name\":\"a\",\"arguments\":{\"b\":1}}]";
     nd_buf b;
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
     CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true,\"out_of_schema\":[\"a.b\"],"
-                         "\"missing\":[\"a.d\"],\"completed\":[\"a.c\"],\"split\":[\"a b\",\"c d\"],\"asked_again\":true},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
+                         "\"missing\":[\"a.d\"],\"completed\":[\"a.c\"],\"split\":[\"a b\",\"c d\"],\"asked_again\":true,\"leaned\":true},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
     nd_buf_free(&b);
     /* nothing given, or text that is not a JSON array: [] (the envelope stays valid JSON) */
     e.ungrounded = NULL;
@@ -551,12 +552,13 @@ static void test_envelope_fields(void)
     e.completed = NULL;
     e.split = "[\"a\"";
     e.asked_again = 0;
+    e.leaned = 0;
     e.missing = "nope";
     e.suppressed_calls = "{oops";
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
     CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],\"missing\":[],"
-                         "\"completed\":[],\"split\":[],\"asked_again\":false},\"suppressed_calls\":[]}") != NULL);
+                         "\"completed\":[],\"split\":[],\"asked_again\":false,\"leaned\":false},\"suppressed_calls\":[]}") != NULL);
     nd_buf_free(&b);
 }
 
@@ -592,7 +594,7 @@ static void test_sessions_withhold_negated_requests(void)
         env = NULL;
         CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
         CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],"
-                                 "\"missing\":[],\"completed\":[],\"split\":[],\"asked_again\":false}"));
+                                 "\"missing\":[],\"completed\":[],\"split\":[],\"asked_again\":false,\"leaned\":false}"));
         CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
         needle_free(env);
         needle_session_close(s);

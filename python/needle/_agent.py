@@ -162,7 +162,8 @@ class Needle:
         request), and that answer taken when it calls something grounded with no sign of a request
         to refuse (True, the default; "validation"."asked_again" says so); still with no call, a
         request in a messaging frame ("text mom that I'll be late") gets the call the frame spells
-        out; False: neither.
+        out, and one where the model gave a call at least 0.1 of its probability gets that call when
+        the request names the tool and says its values ("validation"."leaned"); False: none of these.
     """
 
     def __init__(self, tools=None, system=None, weights=None, tool_index_path=None, auto_date=True,

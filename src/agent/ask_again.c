@@ -236,6 +236,21 @@ nd_json *nd_scratch_answer_again(needle_session *scratch, const nd_json *tools, 
     return env;
 }
 
+int nd_take_scratch_answer(const needle_session *s, const nd_json *env, nd_split_answer *out, needle_error *err)
+{
+    int ascii = nd_chat_json_ascii(s->model->layout);
+    out->calls.len = 0; /* (a two-part answer tried before may have left text here) */
+    out->completed.len = 0;
+    nd_json_write(&out->calls, nd_json_get(env, "function_calls"), ascii);
+    const nd_json *completed = nd_json_get(nd_json_get(env, "validation"), "completed");
+    if (completed) nd_json_write(&out->completed, completed, ascii);
+    else nd_buf_puts(&out->completed, "[]");
+    const nd_json *conf = nd_json_get(env, "confidence");
+    if (conf && conf->type == ND_JSON_NUMBER) out->confidence = conf->num;
+    if (out->calls.oom || out->completed.oom) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory taking a second answer");
+    return 0;
+}
+
 int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, nd_split_answer *out,
                     needle_error *err)
 {
@@ -244,19 +259,9 @@ int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, 
     int rc = nd_scratch_open(s, max_new_tokens, &scratch, err), taken = 0;
     if (rc) return rc == NEEDLE_ENOMEM ? rc : 0;
     nd_json *env = nd_scratch_answer_again(scratch, s->tools, request, max_new_tokens, &rc, err);
-    const nd_json *calls = nd_json_get(env, "function_calls");
     if (env && !rc) {
-        int ascii = nd_chat_json_ascii(s->model->layout);
-        out->calls.len = 0; /* (a two-part answer tried before may have left text here) */
-        out->completed.len = 0;
-        nd_json_write(&out->calls, calls, ascii);
-        const nd_json *completed = nd_json_get(nd_json_get(env, "validation"), "completed");
-        if (completed) nd_json_write(&out->completed, completed, ascii);
-        else nd_buf_puts(&out->completed, "[]");
-        const nd_json *conf = nd_json_get(env, "confidence");
-        if (conf && conf->type == ND_JSON_NUMBER) out->confidence = conf->num;
-        taken = 1;
-        if (out->calls.oom || out->completed.oom) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+        rc = nd_take_scratch_answer(s, env, out, err);
+        taken = !rc;
     }
     nd_json_free(env);
     nd_session_free(scratch);

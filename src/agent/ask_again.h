@@ -54,6 +54,10 @@ nd_json *nd_scratch_answer_again(needle_session *scratch, const nd_json *tools, 
 int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, nd_split_answer *out,
                     needle_error *err);
 
+/* A scratch session's answer env taken as the turn's: its calls,
+ * validation.completed and confidence into out.  0 or NEEDLE_ENOMEM. */
+int nd_take_scratch_answer(const needle_session *s, const nd_json *env, nd_split_answer *out, needle_error *err);
+
 /* The signs above, on a parsed call list for request: 1 when one is there
  * (the answer is not taken), 0 when none, -1 when out of memory. */
 int nd_refusal_signs(const nd_json *calls, const nd_json *tools, const char *request);

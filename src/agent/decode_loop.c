@@ -158,6 +158,39 @@ static int end_at_repeat(needle_session *s, nd_turn_result *r, nd_grammar_state 
     return 1;
 }
 
+/* Does the token's text close the list ("]", "[]")?  Before the first call
+ * opens, such a token is the empty answer. */
+static int closes_list(const needle_model *m, int tok)
+{
+    int len = 0;
+    const char *bytes = nd_tokenizer_token_bytes(m->tok, tok, &len);
+    return bytes && len > 0 && memchr(bytes, ']', (size_t)len) != NULL;
+}
+
+/* r->p_call at the list's first token: of the probability the grammar's mask
+ * leaves, the share of tokens that open a call ("[{") against those that
+ * close the list empty ("[]").  (A token that does neither, such as "[" alone,
+ * counts for neither.) */
+static void note_call_probability(needle_session *s, const uint32_t *mask, nd_turn_result *r)
+{
+    const needle_model *m = s->model;
+    float mx = -INFINITY;
+    for (int i = 0; i < m->vocab; i++)
+        if (nd_mask_test(mask, i) && s->logits[i] > mx) mx = s->logits[i];
+    if (!isfinite(mx)) return;
+    double p_open = 0, p_close = 0;
+    for (int i = 0; i < m->vocab; i++) {
+        if (!nd_mask_test(mask, i)) continue;
+        int len = 0;
+        const char *bytes = nd_tokenizer_token_bytes(m->tok, i, &len);
+        if (!bytes || len <= 0) continue;
+        double p = exp((double)s->logits[i] - mx);
+        if (memchr(bytes, '{', (size_t)len)) p_open += p;
+        else if (memchr(bytes, ']', (size_t)len)) p_close += p;
+    }
+    if (p_open + p_close > 0) r->p_call = p_open / (p_open + p_close);
+}
+
 int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result *r, needle_error *err)
 {
     const needle_model *m = s->model;
@@ -198,19 +231,30 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
                 int ban = nd_repeat_next(hist, hn); /* a token that would continue a loop, or -1 */
                 int want = nd_sampler_best(&s->sampler, s->logits, NULL); /* the model's own best token */
                 int want_ok = -2; /* -2: not probed yet; else if_accepted's answer */
+                /* before a call opens, a session that must call bans the list's closers */
+                int no_empty = s->force_call && !(r->calls.data && memchr(r->calls.data, '{', r->calls.len));
+                if (r->calls.len == 0) { /* the list's first token: how much did the model want a call? */
+                    const uint32_t *first = nd_mask_cache_get(s->masks, &gs);
+                    if (!first) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
+                    note_call_probability(s, first, r);
+                }
                 /* greedy fast path: when the unmasked best token is one the
                  * grammar accepts, it is also the masked best (same lowest-id
                  * tie rule), and no mask is needed */
                 tok = s->sampler.temperature <= 0.0f ? (want_ok = if_accepted(s, &gs, want)) : -1;
-                if (tok >= 0 && tok == ban) tok = -1;
+                if (tok >= 0 && (tok == ban || (no_empty && closes_list(m, tok)))) tok = -1;
                 if (tok < 0) {
                     const uint32_t *mask = nd_mask_cache_get(s->masks, &gs);
                     if (!mask) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
-                    if (ban >= 0 && nd_mask_test(mask, ban)) { /* the grammar mask minus the looping token */
+                    if ((ban >= 0 && nd_mask_test(mask, ban)) || no_empty) { /* the grammar mask minus the banned tokens */
                         memcpy(s->mask, mask, sizeof(uint32_t) * nd_mask_words(m->vocab));
-                        s->mask[ban >> 5] &= ~(1u << (ban & 31));
+                        if (ban >= 0 && nd_mask_test(mask, ban)) {
+                            s->mask[ban >> 5] &= ~(1u << (ban & 31));
+                            r->loop_breaks++;
+                        }
+                        for (int i = 0; no_empty && i < m->vocab; i++)
+                            if (nd_mask_test(s->mask, i) && closes_list(m, i)) s->mask[i >> 5] &= ~(1u << (i & 31));
                         mask = s->mask;
-                        r->loop_breaks++;
                     }
                     tok = nd_sampler_pick(&s->sampler, s->logits, mask);
                 }

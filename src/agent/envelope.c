@@ -101,6 +101,7 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     nd_buf_puts(out, ",\"split\":");
     write_json_array(out, e->split);
     nd_buf_puts(out, e->asked_again ? ",\"asked_again\":true" : ",\"asked_again\":false");
+    nd_buf_puts(out, e->leaned ? ",\"leaned\":true" : ",\"leaned\":false");
     nd_buf_putc(out, '}');
     nd_buf_puts(out, ",\"suppressed_calls\":");
     write_json_array(out, e->suppressed_calls);

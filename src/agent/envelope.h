@@ -5,7 +5,7 @@
  *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number,
  *    "validation":{"ungrounded":["tool.path",...],"negation":bool,"out_of_schema":["tool.key"],
  *                  "missing":["tool.key"],"completed":["tool.key"],"split":[str,str],
- *                  "asked_again":bool},
+ *                  "asked_again":bool,"leaned":bool},
  *    "suppressed_calls":[...]}
  *
  * type is "call" when function_calls is non-empty and "respond" when it is
@@ -43,6 +43,7 @@ typedef struct nd_envelope {
     const char *completed;         /* a JSON array of "tool.key": values taken from the request (docs/envelope.md) */
     const char *split;             /* a JSON array of the two parts a request was answered in (agent/split_turn.h) */
     int asked_again;               /* the calls are the answer to the request asked again (agent/ask_again.h) */
+    int leaned;                    /* the calls are the answer the model nearly gave (agent/lean_call.h) */
     const char *suppressed_calls; /* a JSON array of calls */
 } nd_envelope;
 

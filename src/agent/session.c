@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agent/ask_again.h"
+#include "agent/lean_call.h"
 #include "agent/message_frame.h"
 #include "agent/clock_time.h"
 #include "agent/decode_loop.h"
@@ -279,6 +280,7 @@ int nd_session_open(needle_model *m, const needle_session_options *opt, needle_s
     s->split = opt->split_requests >= 0 ? ND_SPLIT_DEPTH : 0;
     s->ask_again = opt->ask_again >= 0;
     s->message_frame = s->ask_again;
+    s->lean_call = s->ask_again ? ND_LEAN_CALL_MIN : 0.0;
     /* strict sessions default to free values: their withholding relies on the
      * ungrounded-value flags that copying would make rare (docs/envelope.md) */
     s->grounded_chosen = opt->grounded_decoding != 0;
@@ -581,6 +583,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_turn_result r;
     memset(&r, 0, sizeof r);
     r.bent_at = -1;
+    r.p_call = NAN;
     nd_buf_init(&r.reasoning);
     nd_buf_init(&r.calls);
     rc = nd_decode_turn(s, max_new, &cells_ok, &r, err);
@@ -683,7 +686,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&completed);
     nd_split_answer split; /* the request answered in two parts (split_turn.h) */
     nd_split_answer_init(&split);
-    int split_taken = 0, asked_again = 0, framed = 0;
+    int split_taken = 0, asked_again = 0, leaned = 0, framed = 0;
     nd_buf framed_completed; /* the two arguments a messaging frame gave (message_frame.h) */
     nd_buf_init(&framed_completed);
     const char *suppressed = NULL;
@@ -811,7 +814,8 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             /* a second look at a first request (the parts share a scratch session):
              * answered with two calls or fewer, one that asks for two things or one
              * action on two objects is answered part by part (split_turn.h); answered
-             * with no call, it is asked again (ask_again.h) */
+             * with no call, it is asked again (ask_again.h), then answered with the call
+             * the model nearly made (lean_call.h) */
             int second_look = first_turn && kind == ND_TURN_USER && !suppressed && !g.negation && !runaway_bent[0] &&
                               calls->type == ND_JSON_ARRAY;
             int taken = 0;
@@ -822,6 +826,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             if (second_look && !taken && s->ask_again && calls->count == 0) {
                 taken = nd_answer_again(s, s->last_request, max_new, &split, err);
                 asked_again = taken > 0;
+            }
+            if (second_look && !taken && s->lean_call > 0 && calls->count == 0 && r.p_call >= s->lean_call) {
+                taken = nd_answer_leaning(s, s->last_request, max_new, &split, err);
+                leaned = taken > 0;
             }
             if (taken > 0) {
                 r.calls.len = 0;
@@ -875,13 +883,14 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .prefill_tps = t_prefill > 0 ? n_prefill / t_prefill : 0.0,
         .decode_tps = r.t_decode > 0 ? r.generated / r.t_decode : 0.0,
         .peak_ram_mb = nd_peak_ram_mb(),
-        .ungrounded = (split_taken && !split.keeps_whole) || asked_again || framed > 0 ? "[]" : g.ungrounded.data,
+        .ungrounded = (split_taken && !split.keeps_whole) || asked_again || leaned || framed > 0 ? "[]" : g.ungrounded.data,
         .negation = framed > 0 ? 0 : g.negation,
         .out_of_schema = g.out_of_schema.data,
         .missing = framed > 0 ? "[]" : g.missing.data,
-        .completed = framed > 0 ? framed_completed.data : split_taken || asked_again ? split.completed.data : completed.data,
+        .completed = framed > 0 ? framed_completed.data : split_taken || asked_again || leaned ? split.completed.data : completed.data,
         .split = split_taken ? split.parts.data : NULL,
         .asked_again = asked_again,
+        .leaned = leaned,
         .suppressed_calls = suppressed,
     };
     s->last_mask_seconds = r.t_mask;

@@ -97,6 +97,10 @@ struct needle_session {
     int split;             /* how many times a first request may be cut (split_turn.h); 0: never */
     int ask_again;         /* a first request answered with no call is asked again (ask_again.h) */
     int message_frame;     /* and then read by its messaging frame (message_frame.h); on with ask_again */
+    double lean_call;      /* with ask_again: a first request answered with no call while the model
+                              gave a call at least this probability is answered with the call it
+                              nearly made (lean_call.h); 0: never */
+    int force_call;        /* this session's call lists are never empty (a scratch session of lean_call.c) */
     int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
                               facts (grammar.h, nd_grammar_set_copy_source), set anew each turn */
     int grounded_chosen;   /* the caller set grounded decoding on or off (not the default) */

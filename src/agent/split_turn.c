@@ -161,6 +161,7 @@ int nd_scratch_open(needle_session *s, int max_new_tokens, needle_session **out,
     if (!rc) {
         (*out)->split = s->split - 1; /* a side is cut at most ND_SPLIT_DEPTH - 1 more times */
         (*out)->ask_again = 0;        /* and never asked again */
+        (*out)->lean_call = 0;        /* nor answered with the call the model nearly made (lean_call.h) */
         (*out)->message_frame = s->message_frame; /* (but read by its messaging frame as the whole is) */
     }
     nd_buf_free(&tools);

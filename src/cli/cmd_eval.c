@@ -29,8 +29,8 @@ static void usage(FILE *to)
             "--show-failures N prints the first N wrong answers to stderr.\n"
             "--copy-values on|off: grounded decoding, as `needle run --copy-values`.\n"
             "--split on|off: two-part requests answered in parts, as `needle run --split`.\n"
-            "--ask-again on|off: requests answered with no call asked again (and read by their messaging\n"
-            "                   frame), as `needle run --ask-again`.\n"
+            "--ask-again on|off: requests answered with no call asked again (read by their messaging\n"
+            "                   frame, answered with the call the model nearly made), as `needle run --ask-again`.\n"
             "--strict: answer as `needle run --strict` (withheld calls count as [] answers).\n"
             "--layout: the chat layout prompts are rendered in (as `needle run --layout`).\n");
 }
