@@ -54,6 +54,9 @@ static void test_signs(void)
             "make the lights blue", 1);
     /* a free-text value the request does not say (the system facts gave it) */
     MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"Europe\"}}]", "start turn-by-turn navigation", 1);
+    /* a free-text value made of the tool's own words: the request named the tool, not a value */
+    MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"navigation\"}}]", "start navigation", 1);
+    MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"the navigation\"}}]", "start the navigation", 1);
     /* a 1 nobody said; said as "a", it stands */
     MADE_UP("[{\"name\":\"set_heart_rate_alert\",\"arguments\":{\"max_bpm\":1}}]", "change the heart rate alert", 1);
     MADE_UP("[{\"name\":\"set_heart_rate_alert\",\"arguments\":{\"max_bpm\":1}}]", "heart rate alert at a beat", 0);

@@ -83,6 +83,38 @@ static int names_tool(const nd_json *tools, const char *name, const char (*rw)[1
     return 0;
 }
 
+/* Is word (lowered) a word of the tool's name, description or argument names? */
+static int tool_word(const nd_json *tool, const char *name, const char word[16])
+{
+    const char (*one)[16] = (const char(*)[16])word;
+    if (shares_word(one, 1, name, strlen(name))) return 1;
+    const nd_json *desc = nd_json_get(tool, "description");
+    if (desc && desc->type == ND_JSON_STRING && shares_word(one, 1, desc->str, desc->len)) return 1;
+    const nd_json *props = nd_json_get(nd_json_get(tool, "parameters"), "properties");
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++)
+        if (shares_word(one, 1, props->keys[k], strlen(props->keys[k]))) return 1;
+    return 0;
+}
+
+/* Is the value made of the tool's own words ("navigation" for navigate_to,
+ * "the contact" for call_contact): the request named the tool, not a value? */
+static int value_names_tool(const nd_json *tool, const char *name, const char *v, size_t len)
+{
+    char w[16][16];
+    char *t = malloc(len + 1);
+    if (!t) return 0;
+    memcpy(t, v, len);
+    t[len] = '\0';
+    int n = nd_lower_words(t, w, NULL, 16), content = 0, all = 1;
+    free(t);
+    for (int i = 0; i < n && all; i++) {
+        if (strlen(w[i]) < 3 || nd_word_listed(w[i], GENERIC_WORDS)) continue;
+        content++;
+        all = tool_word(tool, name, w[i]);
+    }
+    return content > 0 && all;
+}
+
 /* Is needle[0, n) inside hay, ignoring case? */
 static int contains_nocase(const char *hay, const char *needle, size_t n)
 {
@@ -131,7 +163,8 @@ int nd_made_up_call(const nd_json *calls, const nd_json *tools, const char *requ
                 sign = seen[i]->len == v->len && !strncasecmp(seen[i]->str, v->str, v->len);
             if (n_seen < 64) seen[n_seen++] = v;
             if (!sign && nd_free_string_schema(nd_json_get(props, args->keys[k])))
-                sign = !contains_nocase(request, v->str, v->len);
+                sign = !contains_nocase(request, v->str, v->len) ||
+                       value_names_tool(declared_tool(tools, name->str), name->str, v->str, v->len);
         }
     }
     free(rw);
