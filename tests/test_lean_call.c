@@ -3,7 +3,8 @@
  * call made up to fill a list that may not be empty (a tool the request does
  * not name, one value in two places, a free-text value the request does not
  * say) and the clean answers it lets through; and the bundled model end to
- * end (leaned and taken, a made-up call not taken, off with ask_again). */
+ * end (leaned and taken, a made-up call not taken, off with ask_again; a side
+ * of a two-part request leaning). */
 #include "agent/lean_call.h"
 #include "repair_check.h"
 
@@ -86,10 +87,28 @@ static void test_bundled_model(void)
     needle_free(call);
 }
 
+static void test_sides(void)
+{
+    /* the right side alone ("thermostat to 68F") is answered with no call the model nearly made: it
+     * leans, and the two parts are taken */
+    static const char *Q = "study lights to 30% and thermostat to 68F";
+    char *on = first_envelope((needle_session_options){0}, Q);
+    CHECKF(on && strstr(on, "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"study\",\"on\":true,\"brightness\":30}},"
+                           "{\"name\":\"set_thermostat\",\"arguments\":{\"temperature\":68,\"unit\":\"fahrenheit\"}}") &&
+               strstr(on, "\"split\":[\"study lights to 30%\",\"thermostat to 68F\"]"),
+           "%s", on ? on : "(none)");
+    needle_free(on);
+    /* without asking again no side leans: the model's own single call */
+    char *off = first_envelope((needle_session_options){.ask_again = -1}, Q);
+    CHECKF(off && strstr(off, "\"split\":[]") && !strstr(off, "set_thermostat"), "%s", off ? off : "(none)");
+    needle_free(off);
+}
+
 int main(void)
 {
     RUN(test_clean_answers);
     RUN(test_signs);
     RUN(test_bundled_model);
+    RUN(test_sides);
     return check_summary();
 }

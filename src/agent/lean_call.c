@@ -171,6 +171,35 @@ int nd_made_up_call(const nd_json *calls, const nd_json *tools, const char *requ
     return sign;
 }
 
+/* Does the request say each yes/no setting of the calls: its key as a word
+ * ("on speaker", "speakers"), or "on" for true and "off" for false? */
+static int flags_said(const nd_json *calls, const char *request)
+{
+    char (*rw)[16] = malloc(sizeof(char[16]) * MAX_WORDS);
+    if (!rw) return -1;
+    int n = nd_lower_words(request, rw, NULL, MAX_WORDS), said_all = 1;
+    int on = 0, off = 0;
+    for (int i = 0; i < n; i++) {
+        on |= !strcmp(rw[i], "on");
+        off |= !strcmp(rw[i], "off");
+    }
+    for (size_t c = 0; c < calls->count && said_all; c++) {
+        const nd_json *args = nd_json_get(&calls->items[c], "arguments");
+        for (size_t k = 0; args && args->type == ND_JSON_OBJECT && k < args->count && said_all; k++) {
+            if (args->items[k].type != ND_JSON_TRUE && args->items[k].type != ND_JSON_FALSE) continue;
+            int said = args->items[k].type == ND_JSON_TRUE ? on : off;
+            size_t kl = strlen(args->keys[k]);
+            for (int i = 0; i < n && !said; i++) {
+                size_t wl = strlen(rw[i]);
+                said = (wl == kl || (wl == kl + 1 && rw[i][kl] == 's')) && !strncasecmp(rw[i], args->keys[k], kl);
+            }
+            said_all = said;
+        }
+    }
+    free(rw);
+    return said_all;
+}
+
 int nd_answer_leaning(needle_session *s, const char *request, int max_new_tokens, nd_split_answer *out,
                       needle_error *err)
 {
@@ -183,6 +212,10 @@ int nd_answer_leaning(needle_session *s, const char *request, int max_new_tokens
     const nd_json *calls = nd_json_get(env, "function_calls");
     int sign = env ? nd_refusal_signs(calls, s->tools, request) : 1;
     if (!sign) sign = nd_made_up_call(calls, s->tools, request);
+    if (!sign && s->lean_says_flags) {
+        int said = flags_said(calls, request);
+        sign = said < 0 ? -1 : !said;
+    }
     if (sign < 0 && !rc) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering with a call");
     if (env && !sign && !rc) {
         rc = nd_take_scratch_answer(s, env, out, err);

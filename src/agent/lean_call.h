@@ -11,7 +11,9 @@
  * again's terms: it calls something nothing withholds, every value is said
  * (validation.ungrounded empty), and none of nd_refusal_signs' signs is
  * there, nor a sign of a call made up to fill a list that may not be empty
- * (nd_made_up_call).  Otherwise the answer stays no call.  validation.leaned is true when
+ * (nd_made_up_call).  A side of a two-part request (split_turn.h) leans too,
+ * when its call also says its yes/no settings: the key as a word, or "on"
+ * for true and "off" for false.  Otherwise the answer stays no call.  validation.leaned is true when
  * the answer was taken. */
 #ifndef ND_LEAN_CALL_H
 #define ND_LEAN_CALL_H

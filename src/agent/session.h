@@ -101,6 +101,7 @@ struct needle_session {
                               gave a call at least this probability is answered with the call it
                               nearly made (lean_call.h); 0: never */
     int force_call;        /* this session's call lists are never empty (a scratch session of lean_call.c) */
+    int lean_says_flags;   /* a leaned call's yes/no settings must be said (the sides of split_turn.c) */
     int grounded;          /* grounded decoding: free string values are copies of `heard` and the system
                               facts (grammar.h, nd_grammar_set_copy_source), set anew each turn */
     int grounded_chosen;   /* the caller set grounded decoding on or off (not the default) */

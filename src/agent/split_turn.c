@@ -161,7 +161,7 @@ int nd_scratch_open(needle_session *s, int max_new_tokens, needle_session **out,
     if (!rc) {
         (*out)->split = s->split - 1; /* a side is cut at most ND_SPLIT_DEPTH - 1 more times */
         (*out)->ask_again = 0;        /* and never asked again */
-        (*out)->lean_call = 0;        /* nor answered with the call the model nearly made (lean_call.h) */
+        (*out)->lean_call = 0;        /* nor answered with the call the model nearly made (but see below) */
         (*out)->message_frame = s->message_frame; /* (but read by its messaging frame as the whole is) */
     }
     nd_buf_free(&tools);
@@ -297,6 +297,10 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
     needle_session *scratch = NULL;
     int rc = nd_scratch_open(s, max_new_tokens, &scratch, err);
     if (rc) return rc == NEEDLE_ENOMEM ? rc : 0; /* (the session's own options opened it once) */
+    /* a side answered with no call the model nearly made gets that call, when it also says the
+     * call's yes/no settings (lean_call.h): "navigate to Brixton Market and call Kemi" */
+    scratch->lean_call = s->lean_call;
+    scratch->lean_says_flags = 1;
     int ascii = nd_chat_json_ascii(s->model->layout), taken = 0;
     /* the model wrote two calls or more: the parts check its values, so a cut
      * must leave a request on each side and give the same tools back */

@@ -25,6 +25,11 @@
  * the join (split_request.h, nd_other_objects), grounded and not withheld,
  * and that value does not name one of the tool's fields ("brightness").
  *
+ * A side the model answers with no call leans (lean_call.h) when the whole
+ * session would: it gets the call the model nearly made when that call also
+ * says its yes/no settings in the side ("navigate to Brixton Market and call
+ * Kemi": "call Kemi" alone is answered [] by a fine-tuned car model).
+ *
  * The session's own KV cache keeps the tokens the model wrote for the whole
  * request, as with the value repairs. */
 #ifndef ND_SPLIT_TURN_H
