@@ -42,6 +42,23 @@ static void test_names_widen_on_both_sides(void)
     WIDENS("call Xa Xb Xc Xd Xe Xf", "Xa", "Xa Xb Xc Xd Xe");
 }
 
+static void test_particles_and_house_numbers(void)
+{
+    /* a lower-case particle between capitalised words is inside the name, on either side */
+    WIDENS("take me to Gare de Lyon", "Gare", "Gare de Lyon");
+    WIDENS("play Kind of Blue", "Blue", "Kind of Blue");
+    WIDENS("put on Ludwig van Beethoven please", "Beethoven", "Ludwig van Beethoven");
+    /* ... but not at the name's end, not lower-case on the far side, not another word */
+    KEEPS("call Anna de la", "Anna");
+    KEEPS("call Anna of the team", "Anna");
+    KEEPS("call Anna and Ben", "Anna");
+    /* a house number takes the name after it; a name does not take a number after it */
+    WIDENS("directions to 14 Harrow Lane avoiding tolls", "14", "14 Harrow Lane");
+    KEEPS("set Harrow Lane 14 as home", "Harrow Lane");
+    KEEPS("turn it up to 14 please", "14");
+    KEEPS("meet at 1430 Harrow", "143");
+}
+
 static void test_what_stops_a_name(void)
 {
     KEEPS("Give me cyan lighting in the games room", "games"); /* lower case says nothing */
@@ -163,6 +180,7 @@ static void test_bundled_model_names_are_finished(void)
 int main(void)
 {
     RUN(test_names_widen_on_both_sides);
+    RUN(test_particles_and_house_numbers);
     RUN(test_what_stops_a_name);
     RUN(test_calls_widen_free_strings_only);
     RUN(test_openai_wrapped_tools);

@@ -130,6 +130,40 @@ static int name_word(const char *s, const word *w, int k)
 /* Can words k and k+1 be one name: nothing but spaces between their cores? */
 static int joined(const word *w, int k) { return w[k].core_end == w[k].end && w[k + 1].core_start == w[k + 1].start; }
 
+/* Lower-case words that sit inside names between capitalised ones: "Gare de
+ * Lyon", "Kind of Blue", "Ludwig van Beethoven". */
+static const char *const PARTICLES[] = {"de", "du", "des", "del", "della", "di", "da", "do", "dos", "das", "la",
+                                        "le", "van", "von", "der", "den", "ter", "y", "of", "bin", "al", "el"};
+
+static int particle(const char *s, const word *w, int k)
+{
+    size_t n = w[k].core_end - w[k].core_start;
+    for (size_t i = 0; i < sizeof PARTICLES / sizeof PARTICLES[0]; i++)
+        if (strlen(PARTICLES[i]) == n && !strncmp(PARTICLES[i], s + w[k].core_start, n)) return 1;
+    return 0;
+}
+
+/* Is word k a house number (digits only), which a name may follow ("14 Harrow Lane")? */
+static int house_number(const char *s, const word *w, int k)
+{
+    if (w[k].core_end <= w[k].core_start || w[k].core_end - w[k].core_start > 5) return 0;
+    for (size_t i = w[k].core_start; i < w[k].core_end; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* How many words the name at edge b may take to its right: 1 (a name word),
+ * 2 (a particle and a name word), 0 (none).  (dir -1: to the left of edge b.) */
+static int name_step(const char *s, const word *w, int nw, int b, int dir)
+{
+    int n1 = b + dir, n2 = b + 2 * dir;
+    if (n1 < 0 || n1 >= nw || !joined(w, dir > 0 ? b : n1)) return 0;
+    if (!name_word(s, w, b) && !(dir > 0 && house_number(s, w, b))) return 0;
+    if (name_word(s, w, n1)) return 1;
+    if (n2 >= 0 && n2 < nw && particle(s, w, n1) && joined(w, dir > 0 ? n1 : n2) && name_word(s, w, n2)) return 2;
+    return 0;
+}
+
 char *nd_name_span_widen(const char *request, const char *value, size_t len)
 {
     if (!request || !value || len == 0) return NULL;
@@ -144,15 +178,13 @@ char *nd_name_span_widen(const char *request, const char *value, size_t len)
             if (w[k].core_end == at + len) last = k;
         }
         if (first < 0 || last < first) continue; /* not at word edges here */
-        int a = first, b = last;
-        for (int added = 0; added < ND_NAME_SPAN_MAX_WORDS && b + 1 < nw && joined(w, b) && name_word(request, w, b) &&
-                            name_word(request, w, b + 1);
-             added++)
-            b++;
-        for (int added = 0; added < ND_NAME_SPAN_MAX_WORDS && a > 0 && joined(w, a - 1) && name_word(request, w, a) &&
-                            name_word(request, w, a - 1);
-             added++)
-            a--;
+        int a = first, b = last, step;
+        for (int added = 0; added < ND_NAME_SPAN_MAX_WORDS && (step = name_step(request, w, nw, b, +1)) > 0;
+             added += step)
+            b += step;
+        for (int added = 0; added < ND_NAME_SPAN_MAX_WORDS && (step = name_step(request, w, nw, a, -1)) > 0;
+             added += step)
+            a -= step;
         if (a == first && b == last) return NULL;
         return nd_copy_text_span(request, w[a].core_start, w[b].core_end);
     }

@@ -14,6 +14,9 @@
  *     edges (the first place they occur);
  *   - a word joins when it starts with an upper-case letter and is not a
  *     function word ("To", "And", "Then", "I", ...), a weekday or a month;
+ *   - a lower-case particle between two such words joins with the second
+ *     ("Gare de Lyon", "Kind of Blue"), and a value that is a house number
+ *     takes the words after it ("14 Harrow Lane");
  *   - never across punctuation that ends a clause (, . ; : ! ?), a quotation
  *     mark, or "&"; never onto the request's first word or the first word of
  *     a sentence (capitalised for another reason);
