@@ -55,6 +55,10 @@ static void test_signs(void)
             "make the lights blue", 1);
     /* a free-text value the request does not say (the system facts gave it) */
     MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"Europe\"}}]", "start turn-by-turn navigation", 1);
+    /* a free-text value that is a piece of a word of the request */
+    MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"jo\"}}]", "navigate to jo@kite.io", 1);
+    MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"Lyon\"}}]", "navigate to Lyonnais", 1);
+    MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"Lyon\"}}]", "navigate to 'Lyon', fast", 0);
     /* a free-text value made of the tool's own words: the request named the tool, not a value */
     MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"navigation\"}}]", "start navigation", 1);
     MADE_UP("[{\"name\":\"navigate_to\",\"arguments\":{\"destination\":\"the navigation\"}}]", "start the navigation", 1);

@@ -115,12 +115,18 @@ static int value_names_tool(const nd_json *tool, const char *name, const char *v
     return content > 0 && all;
 }
 
-/* Is needle[0, n) inside hay, ignoring case? */
-static int contains_nocase(const char *hay, const char *needle, size_t n)
+/* Is needle[0, n) said in hay as whole words, ignoring case: starting where
+ * a word starts and ending where one ends, before a space or clause
+ * punctuation ("jo" is not said by "jo@kite.io")? */
+static int said_whole(const char *hay, const char *needle, size_t n)
 {
     if (n == 0) return 0;
-    for (const char *p = hay; *p; p++)
-        if (!strncasecmp(p, needle, n)) return 1;
+    for (const char *p = hay; *p; p++) {
+        if (p > hay && !strchr(" \t\n\"'(", p[-1])) continue;
+        if (strncasecmp(p, needle, n)) continue;
+        char after = p[n];
+        if (!after || strchr(" \t\n\"'),.;:!?", after)) return 1;
+    }
     return 0;
 }
 
@@ -163,7 +169,7 @@ int nd_made_up_call(const nd_json *calls, const nd_json *tools, const char *requ
                 sign = seen[i]->len == v->len && !strncasecmp(seen[i]->str, v->str, v->len);
             if (n_seen < 64) seen[n_seen++] = v;
             if (!sign && nd_free_string_schema(nd_json_get(props, args->keys[k])))
-                sign = !contains_nocase(request, v->str, v->len) ||
+                sign = !said_whole(request, v->str, v->len) ||
                        value_names_tool(declared_tool(tools, name->str), name->str, v->str, v->len);
         }
     }

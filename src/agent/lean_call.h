@@ -31,7 +31,8 @@
  * name, description, argument names or choices, or shares its first five
  * letters with one: "play some jazz" -> call_contact), one string value in
  * two places ({"room":"blue","color":"blue"}), or a free-text value the
- * request itself does not say (one the system facts gave: "Europe" from a
+ * request itself does not say as whole words ("jo" of "jo@kite.io"; one the
+ * system facts gave: "Europe" from a
  * time zone) or that is made of the tool's own words ("start navigation" ->
  * destination "navigation"), or a 1 where the request says no one ("change the volume" ->
  * level 1; the grounding checks let "a" and "an" ground a 1).  1 when one is there, 0 when none, -1 when out of memory. */
