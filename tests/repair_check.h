@@ -1,6 +1,7 @@
 /* repair_check.h - what the value-repair tests share (test_name_span,
  * test_said_choice, test_clock_time, test_said_number, test_said_quantity,
- * test_said_date, test_said_list, test_said_colour, test_near_duplicate): run one repair, check or
+ * test_said_date, test_said_list, test_said_colour, test_near_duplicate, test_ask_again,
+ * test_lean_call): run one repair, check or
  * dropping rule on a call list and show the result, and
  * send requests to the bundled model through the public API. */
 #ifndef REPAIR_CHECK_H
@@ -13,6 +14,24 @@
 #include "check.h"
 #include "core/json.h"
 #include "needle.h"
+
+/* A check on a call list that changes nothing (nd_refusal_signs, nd_made_up_call): 1 a sign, 0 none,
+ * -1 out of memory. */
+typedef int (*sign_fn)(const nd_json *calls, const nd_json *tools, const char *request);
+
+/* fn on calls_json under tools_json for request; -2 when a text does not parse. */
+static inline int sign_apply(sign_fn fn, const char *tools_json, const char *calls_json, const char *request)
+{
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    int r = -2;
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(tools_json, strlen(tools_json), NULL, &tools, &err) == 0)
+        r = fn(calls, tools, request);
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return r;
+}
 
 /* One repair: changes calls (parsed) under tools, appends to the paths list,
  * returns how many arguments it changed or -1. */

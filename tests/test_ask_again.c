@@ -25,15 +25,7 @@ static const char *TOOLS =
 /* nd_refusal_signs on calls for request: 1 a sign, 0 none. */
 static int signs(const char *calls_json, const char *request)
 {
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    int r = -2;
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0)
-        r = nd_refusal_signs(calls, tools, request);
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return r;
+    return sign_apply(nd_refusal_signs, TOOLS, calls_json, request);
 }
 
 #define SIGN(calls, req, want) CHECKF(signs(calls, req) == (want), "%s / %s -> %d", calls, req, signs(calls, req))

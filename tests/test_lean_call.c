@@ -21,15 +21,7 @@ static const char *TOOLS =
 /* nd_made_up_call on calls for request: 1 a sign, 0 none. */
 static int made_up(const char *calls_json, const char *request)
 {
-    nd_json *calls = NULL, *tools = NULL;
-    needle_error err;
-    int r = -2;
-    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(TOOLS, strlen(TOOLS), NULL, &tools, &err) == 0)
-        r = nd_made_up_call(calls, tools, request);
-    nd_json_free(calls);
-    nd_json_free(tools);
-    return r;
+    return sign_apply(nd_made_up_call, TOOLS, calls_json, request);
 }
 
 #define MADE_UP(calls, req, want) CHECKF(made_up(calls, req) == (want), "%s / %s -> %d", calls, req, made_up(calls, req))
