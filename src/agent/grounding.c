@@ -653,8 +653,7 @@ static void walk(walker *w, const nd_json *v, const nd_json *schema, const char 
     }
 }
 
-/* The declared tool `name` (plain or the OpenAI wrapper's "function"), or NULL. */
-static const nd_json *tool_named(const nd_json *tools, const char *name)
+const nd_json *nd_tool_named(const nd_json *tools, const char *name)
 {
     if (!tools || tools->type != ND_JSON_ARRAY) return NULL;
     for (size_t i = 0; i < tools->count; i++) {
@@ -666,7 +665,7 @@ static const nd_json *tool_named(const nd_json *tools, const char *name)
 
 const nd_json *nd_tool_parameters(const nd_json *tools, const char *name)
 {
-    return nd_json_get(tool_named(tools, name), "parameters");
+    return nd_json_get(nd_tool_named(tools, name), "parameters");
 }
 
 /* ------------------------------------------------------------------ placeholders */
@@ -983,7 +982,7 @@ int nd_grounding_check(const nd_json *calls, const nd_json *tools, const char *h
         if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT) continue;
         const nd_json *params = nd_tool_parameters(tools, name->str);
         walk(&w, args, params, name->str);
-        placeholders(g, args, params, name->str, request, tool_named(tools, name->str));
+        placeholders(g, args, params, name->str, request, nd_tool_named(tools, name->str));
         if (request) required_number_unsaid(g, &req, params, name->str);
         if (request && calls->count == 1 && said_outside_near_name(request, args, params, name->str, g)) rc = NEEDLE_ENOMEM;
     }

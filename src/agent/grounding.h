@@ -78,6 +78,10 @@ void nd_grounding_free(nd_grounding *g);
  * NEEDLE_ENOMEM. */
 int nd_grounding_add_out_of_schema(nd_grounding *g, const char *path);
 
+/* The declared tool `name` (plain, or the "function" of the OpenAI wrapper
+ * {"type":"function","function":{...}}), or NULL. */
+const nd_json *nd_tool_named(const nd_json *tools, const char *name);
+
 /* The "parameters" schema of the declared tool `name` (plain or in the
  * OpenAI wrapper {"type":"function","function":{...}}), or NULL. */
 const nd_json *nd_tool_parameters(const nd_json *tools, const char *name);

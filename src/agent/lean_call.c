@@ -50,49 +50,22 @@ static int shares_word(const char (*rw)[16], int n_request, const char *text, si
     return hit;
 }
 
-/* The declared tool called name ({"name",...} or {"function":{"name",...}}), or NULL. */
-static const nd_json *declared_tool(const nd_json *tools, const char *name)
+/* Does a naming word of rw[0, n) (shares_word) name the tool: a word of its
+ * name, description or argument names, or with_choices, of its choices? */
+static int tool_shares_word(const nd_json *tool, const char *name, const char (*rw)[16], int n, int with_choices)
 {
-    for (size_t i = 0; tools && tools->type == ND_JSON_ARRAY && i < tools->count; i++) {
-        const nd_json *t = &tools->items[i], *fn = nd_json_get(t, "function");
-        if (fn) t = fn;
-        const nd_json *n = nd_json_get(t, "name");
-        if (n && n->type == ND_JSON_STRING && !strcmp(n->str, name)) return t;
-    }
-    return NULL;
-}
-
-/* Does the request name the declared tool: a word of its name, description,
- * argument names or choices? */
-static int names_tool(const nd_json *tools, const char *name, const char (*rw)[16], int n_request)
-{
-    const nd_json *tool = declared_tool(tools, name);
-    if (!tool) return 0;
-    if (shares_word(rw, n_request, name, strlen(name))) return 1;
+    if (shares_word(rw, n, name, strlen(name))) return 1;
     const nd_json *desc = nd_json_get(tool, "description");
-    if (desc && desc->type == ND_JSON_STRING && shares_word(rw, n_request, desc->str, desc->len)) return 1;
+    if (desc && desc->type == ND_JSON_STRING && shares_word(rw, n, desc->str, desc->len)) return 1;
     const nd_json *props = nd_json_get(nd_json_get(tool, "parameters"), "properties");
     for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++) {
-        if (shares_word(rw, n_request, props->keys[k], strlen(props->keys[k]))) return 1;
-        const nd_json *e = nd_json_get(&props->items[k], "enum");
-        if (!e) e = nd_json_get(nd_json_get(&props->items[k], "items"), "enum");
+        if (shares_word(rw, n, props->keys[k], strlen(props->keys[k]))) return 1;
+        const nd_json *e = with_choices ? nd_json_get(&props->items[k], "enum") : NULL;
+        if (with_choices && !e) e = nd_json_get(nd_json_get(&props->items[k], "items"), "enum");
         for (size_t i = 0; e && e->type == ND_JSON_ARRAY && i < e->count; i++)
-            if (e->items[i].type == ND_JSON_STRING && shares_word(rw, n_request, e->items[i].str, e->items[i].len))
+            if (e->items[i].type == ND_JSON_STRING && shares_word(rw, n, e->items[i].str, e->items[i].len))
                 return 1;
     }
-    return 0;
-}
-
-/* Is word (lowered) a word of the tool's name, description or argument names? */
-static int tool_word(const nd_json *tool, const char *name, const char word[16])
-{
-    const char (*one)[16] = (const char(*)[16])word;
-    if (shares_word(one, 1, name, strlen(name))) return 1;
-    const nd_json *desc = nd_json_get(tool, "description");
-    if (desc && desc->type == ND_JSON_STRING && shares_word(one, 1, desc->str, desc->len)) return 1;
-    const nd_json *props = nd_json_get(nd_json_get(tool, "parameters"), "properties");
-    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++)
-        if (shares_word(one, 1, props->keys[k], strlen(props->keys[k]))) return 1;
     return 0;
 }
 
@@ -110,7 +83,7 @@ static int value_names_tool(const nd_json *tool, const char *name, const char *v
     for (int i = 0; i < n && all; i++) {
         if (strlen(w[i]) < 3 || nd_word_listed(w[i], GENERIC_WORDS)) continue;
         content++;
-        all = tool_word(tool, name, w[i]);
+        all = tool_shares_word(tool, name, (const char(*)[16])w[i], 1, 0);
     }
     return content > 0 && all;
 }
@@ -154,12 +127,14 @@ int nd_made_up_call(const nd_json *calls, const nd_json *tools, const char *requ
     for (size_t c = 0; c < calls->count && !sign; c++) {
         const nd_json *name = nd_json_get(&calls->items[c], "name");
         const nd_json *args = nd_json_get(&calls->items[c], "arguments");
-        if (!name || name->type != ND_JSON_STRING || !args || args->type != ND_JSON_OBJECT ||
-            !names_tool(tools, name->str, (const char(*)[16])rw, n_request)) {
+        const nd_json *tool = name && name->type == ND_JSON_STRING ? nd_tool_named(tools, name->str) : NULL;
+        /* the request must name the declared tool: a word of its name, description, argument names or choices */
+        if (!tool || !args || args->type != ND_JSON_OBJECT ||
+            !tool_shares_word(tool, name->str, (const char(*)[16])rw, n_request, 1)) {
             sign = 1;
             break;
         }
-        const nd_json *props = nd_json_get(nd_tool_parameters(tools, name->str), "properties");
+        const nd_json *props = nd_json_get(nd_json_get(tool, "parameters"), "properties");
         for (size_t k = 0; k < args->count && !sign; k++) {
             const nd_json *v = &args->items[k];
             /* the grounding checks let a 1 go without saying ("a", "an"): here it must be said */
@@ -170,7 +145,7 @@ int nd_made_up_call(const nd_json *calls, const nd_json *tools, const char *requ
             if (n_seen < 64) seen[n_seen++] = v;
             if (!sign && nd_free_string_schema(nd_json_get(props, args->keys[k])))
                 sign = !said_whole(request, v->str, v->len) ||
-                       value_names_tool(declared_tool(tools, name->str), name->str, v->str, v->len);
+                       value_names_tool(tool, name->str, v->str, v->len);
         }
     }
     free(rw);
