@@ -233,7 +233,9 @@ int nd_decode_turn(needle_session *s, int max_new, int *cells_ok, nd_turn_result
                 int want_ok = -2; /* -2: not probed yet; else if_accepted's answer */
                 /* before a call opens, a session that must call bans the list's closers */
                 int no_empty = s->force_call && !(r->calls.data && memchr(r->calls.data, '{', r->calls.len));
-                if (r->calls.len == 0) { /* the list's first token: how much did the model want a call? */
+                /* the list's first token: how much did the model want a call?  (only a
+                 * session that may lean asks: the mask costs a session that never does) */
+                if (r->calls.len == 0 && s->lean_call > 0) {
                     const uint32_t *first = nd_mask_cache_get(s->masks, &gs);
                     if (!first) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory computing the token mask");
                     note_call_probability(s, first, r);

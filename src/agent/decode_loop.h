@@ -28,7 +28,8 @@ typedef struct nd_turn_result {
     int loop_breaks; /* steps where the repeat guard banned a looping token */
     int repeat_cuts; /* call lists ended at a repeated array item or call */
     double p_call;   /* the probability the model gave, at the list's first token, to a list with a call
-                        (against an empty one); NAN when the turn wrote no list */
+                        (against an empty one); NAN when the turn wrote no list or the
+                        session never leans (lean_call.h) */
     long bent_at;    /* offset in calls where the schema first bent a value the model wanted (range_guard.h); -1: never */
     double t_decode, t_mask;
 } nd_turn_result;
