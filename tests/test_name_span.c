@@ -57,6 +57,30 @@ static void test_particles_and_house_numbers(void)
     KEEPS("set Harrow Lane 14 as home", "Harrow Lane");
     KEEPS("turn it up to 14 please", "14");
     KEEPS("meet at 1430 Harrow", "143");
+    /* a number written in groups (a phone number) is finished on either side */
+    WIDENS("New contact: Ifeoma Chukwu, +234 803 555 0199", "+234 803 555", "+234 803 555 0199");
+    WIDENS("save Pierre's number, 06 12 34 56 78", "12 34", "06 12 34 56 78");
+    KEEPS("call 0800 555 1234, then 5 more", "0800 555 1234");   /* a comma ends it */
+    KEEPS("room 4 12 people", "12");                              /* a single digit is not a group */
+    KEEPS("dial 12345678 99", "99");                              /* nor eight digits */
+}
+
+/* The value's own edge word may start a sentence: the model chose it, so its capital is the name's. */
+static void test_value_starting_a_sentence(void)
+{
+    WIDENS("Receipt: Café Lumière, 14.50 EUR, 2026-11-28. Food. Log it.", "Café", "Café Lumière");
+    WIDENS("lodging expense: Hotel Sakura, ¥18400", "Hotel", "Hotel Sakura");
+    WIDENS("hi: Maria Lopez asked", "Maria", "Maria Lopez");
+    WIDENS("Dmitri Volkov needs a lift", "Dmitri", "Dmitri Volkov");
+    /* ... but a neighbour starting a sentence still does not join, nor a function word */
+    KEEPS("hi: Maria Lopez asked", "Lopez");
+    KEEPS("Thanks. Maria Lopez asked for you", "Lopez");
+    KEEPS("Then Maria called", "Maria");
+    KEEPS("To Maria: call", "Maria");
+    KEEPS("Food. Log it.", "Food");
+    /* a day the model chose may begin a title, not end a name */
+    WIDENS("shuffle my Sunday Cleaning playlist", "Sunday", "Sunday Cleaning");
+    KEEPS("call Maria Monday", "Monday");
 }
 
 static void test_what_stops_a_name(void)
@@ -181,6 +205,7 @@ int main(void)
 {
     RUN(test_names_widen_on_both_sides);
     RUN(test_particles_and_house_numbers);
+    RUN(test_value_starting_a_sentence);
     RUN(test_what_stops_a_name);
     RUN(test_calls_widen_free_strings_only);
     RUN(test_openai_wrapped_tools);

@@ -5,7 +5,9 @@
  * strings), the path list, optional choices the request never says dropped
  * (and the ways a choice is said: words, forms, unit and currency symbols),
  * the envelope through the public API, and a choice named next to its name
- * that the enum lacks (outside the schema). */
+ * that the enum lacks (outside the schema); a currency code said by its
+ * symbol, a currency the enum of codes lacks, and a bent value that ends as
+ * one the request says. */
 #include "agent/said_choice.h"
 #include "repair_check.h"
 
@@ -216,6 +218,107 @@ static void test_choices_outside_the_enum(void)
     CHOICE_OUTSIDE(no_mode, "", "");
 }
 
+static const char *EXPENSE_TOOLS =
+    "[{\"name\":\"log_expense\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"merchant\":{\"type\":\"string\"},\"amount\":{\"type\":\"number\",\"maximum\":2000},"
+    "\"currency\":{\"type\":\"string\",\"enum\":[\"USD\",\"EUR\",\"GBP\",\"JPY\",\"CAD\"]},"
+    "\"category\":{\"type\":\"string\",\"enum\":[\"food\",\"travel\",\"office\"]},"
+    "\"ref\":{\"type\":\"string\",\"enum\":[\"ABC\",\"XYZ\"]}},\"required\":[\"merchant\",\"amount\"]}},"
+    "{\"name\":\"set_blinds\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"room\":{\"type\":\"string\"},\"position\":{\"type\":\"integer\",\"maximum\":100}}}},"
+    "{\"name\":\"set_oven\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"temperature\":{\"type\":\"integer\",\"maximum\":250},"
+    "\"mode\":{\"type\":\"string\",\"enum\":[\"bake\",\"fan\",\"grill\"]}}}}]";
+
+static const char *EXPENSE = "[{\"name\":\"log_expense\",\"arguments\":{\"merchant\":\"Staples\",\"amount\":42.99}}]";
+
+static const char *with_currency(const char *request)
+{
+    return repair_apply(EXPENSE_TOOLS, EXPENSE, choices, (void *)request);
+}
+
+/* A currency code is said by its symbol or name too, when it is added. */
+static void test_currency_said_by_symbol(void)
+{
+    const char *usd = "[{\"name\":\"log_expense\",\"arguments\":{\"merchant\":\"Staples\",\"amount\":42.99,"
+                      "\"currency\":\"USD\"}}]|[\"log_expense.currency\"]";
+    CHECKF(strcmp(with_currency("log $42.99 at Staples"), usd) == 0, "%s", with_currency("log $42.99 at Staples"));
+    CHECKF(strcmp(with_currency("42.99 dollars at Staples"), usd) == 0, "%s", with_currency("42.99 dollars at Staples"));
+    CHECK(strstr(with_currency("£42.99 at Staples"), "\"currency\":\"GBP\"") != NULL);
+    CHECK(strstr(with_currency("CAD 42.99 at Staples"), "\"currency\":\"CAD\"") != NULL);
+    /* "C$" says CAD, and its "$" says USD: two said, none added */
+    CHECK(strstr(with_currency("C$42.99 at Staples"), "currency") == NULL);
+    CHECK(strstr(with_currency("42.99 at Staples"), "currency") == NULL);
+}
+
+static const char *currency_outside_of(const char *calls_json, const char *request)
+{
+    return outside_apply(EXPENSE_TOOLS, calls_json, request, nd_currency_outside);
+}
+
+#define CURRENCY_OUTSIDE(req, want) \
+    CHECKF(strcmp(currency_outside_of(EXPENSE, req), want) == 0, "%s -> %s", req, currency_outside_of(EXPENSE, req))
+
+/* A currency the enum of codes lacks is a value outside the schema. */
+static void test_currency_outside_the_enum(void)
+{
+    CURRENCY_OUTSIDE("log an expense at Migros of 45 CHF", "log_expense.currency");
+    CURRENCY_OUTSIDE("Staples, INR 4299", "log_expense.currency");
+    CURRENCY_OUTSIDE("\xE2\x82\xB9" "4299 at Staples", "log_expense.currency");
+    CURRENCY_OUTSIDE("4299 rupees at Staples", "log_expense.currency");
+    CURRENCY_OUTSIDE("30 Swiss francs at Migros", "log_expense.currency");
+    /* the enum's own currencies, other capitals, words holding a name, lower-case codes: nothing */
+    CURRENCY_OUTSIDE("45 EUR at Migros", "");
+    CURRENCY_OUTSIDE("$45 at the NYC store", "");
+    CURRENCY_OUTSIDE("45 at CHFX Ltd", "");
+    CURRENCY_OUTSIDE("45 at the franchise", "");
+    CURRENCY_OUTSIDE("45 chf at Migros", "");
+    /* an enum of other capitals ("ref": ABC, XYZ) is not one of currencies */
+    CHECK(strcmp(outside_apply("[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                               "\"ref\":{\"type\":\"string\",\"enum\":[\"ABC\",\"XYZ\"]}}}}]",
+                               "[{\"name\":\"t\",\"arguments\":{}}]", "ref 45 CHF", nd_currency_outside),
+                 "") == 0);
+}
+
+/* Was the bent argument's final value said (1) or not (0)? -2 when a text does not parse. */
+static int bent_said(const char *calls_json, const char *request, const char *path)
+{
+    nd_json *calls = NULL, *tools = NULL;
+    needle_error err;
+    int r = -2;
+    if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
+        nd_json_parse(EXPENSE_TOOLS, strlen(EXPENSE_TOOLS), NULL, &tools, &err) == 0)
+        r = nd_bent_value_said(calls, tools, request, path);
+    nd_json_free(calls);
+    nd_json_free(tools);
+    return r;
+}
+
+/* A value the grammar bent that ends as one the request says was the model's slip. */
+static void test_bent_value_said(void)
+{
+    const char *oven = "[{\"name\":\"set_oven\",\"arguments\":{\"temperature\":200,\"mode\":\"grill\"}}]";
+    CHECK(bent_said(oven, "grill at 200 for a quarter of an hour", "set_oven.mode") == 1);
+    CHECK(bent_said(oven, "grill at 200 for a quarter of an hour", "set_oven.temperature") == 1);
+    CHECK(bent_said(oven, "bake at 200", "set_oven.mode") == 0);   /* the choice not said */
+    CHECK(bent_said(oven, "grill at 2000", "set_oven.temperature") == 0);
+    CHECK(bent_said(oven, "grill at minus 200", "set_oven.temperature") == 0); /* the sign was what bent */
+    const char *blinds = "[{\"name\":\"set_blinds\",\"arguments\":{\"room\":\"kitchen\",\"position\":19}},"
+                         "{\"name\":\"set_oven\",\"arguments\":{\"temperature\":190}}]";
+    CHECK(bent_said(blinds, "close the kitchen blinds and preheat the oven to 190", "set_blinds.position") == 0);
+    /* the number belongs to another argument of the turn */
+    const char *both = "[{\"name\":\"set_blinds\",\"arguments\":{\"room\":\"den\",\"position\":50}},"
+                       "{\"name\":\"set_oven\",\"arguments\":{\"temperature\":50}}]";
+    CHECK(bent_said(both, "blinds to 50 and the oven to 500", "set_oven.temperature") == 0);
+    /* two calls bear the argument; a free string; no such argument; a path without a tool */
+    const char *two = "[{\"name\":\"set_oven\",\"arguments\":{\"temperature\":200}},"
+                      "{\"name\":\"set_oven\",\"arguments\":{\"temperature\":180}}]";
+    CHECK(bent_said(two, "oven to 200, then to 180", "set_oven.temperature") == 0);
+    CHECK(bent_said("[{\"name\":\"set_blinds\",\"arguments\":{\"room\":\"den\"}}]", "den blinds", "set_blinds.room") == 0);
+    CHECK(bent_said(oven, "grill at 200", "set_oven.timer") == 0);
+    CHECK(bent_said(oven, "grill at 200", "mode") == 0);
+}
+
 int main(void)
 {
     RUN(test_choices_said_are_added);
@@ -224,5 +327,8 @@ int main(void)
     RUN(test_unsaid_choices_dropped);
     RUN(test_envelope_reports_the_added_choice);
     RUN(test_choices_outside_the_enum);
+    RUN(test_currency_said_by_symbol);
+    RUN(test_currency_outside_the_enum);
+    RUN(test_bent_value_said);
     return check_summary();
 }

@@ -102,11 +102,22 @@ static const char *const NOT_NAMES[] = {
     "august", "september", "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
     "sep", "sept", "oct", "nov", "dec"};
 
-static int not_a_name(const char *s, size_t n)
+/* Is s[0..n) one of NOT_NAMES from index `from` on? */
+static int listed_from(const char *s, size_t n, size_t from)
 {
-    for (size_t i = 0; i < sizeof NOT_NAMES / sizeof NOT_NAMES[0]; i++)
+    for (size_t i = from; i < sizeof NOT_NAMES / sizeof NOT_NAMES[0]; i++)
         if (strlen(NOT_NAMES[i]) == n && strncasecmp(NOT_NAMES[i], s, n) == 0) return 1;
     return 0;
+}
+
+static int not_a_name(const char *s, size_t n) { return listed_from(s, n, 0); }
+
+/* A day or a month (the tail of NOT_NAMES, from "monday" on). */
+static int calendar_word(const char *s, size_t n)
+{
+    size_t from = 0;
+    while (strcmp(NOT_NAMES[from], "monday")) from++;
+    return listed_from(s, n, from);
 }
 
 /* Does word k start a sentence (the request's first word, or after . ! ? : ;)? */
@@ -125,6 +136,22 @@ static int name_word(const char *s, const word *w, int k)
     size_t n;
     uint32_t cp = cp_at(s, w[k].core_start, w[k].core_end, &n);
     return is_upper(cp) && !not_a_name(s + w[k].core_start, w[k].core_end - w[k].core_start);
+}
+
+/* Is the value's own edge word k capitalised as a name's is?  As name_word,
+ * but a word that starts a sentence counts too: the model chose it as part
+ * of the value, so its capital is the name's ("Receipt: Café Lumière" ->
+ * "Café", "lodging expense: Hotel Sakura" -> "Hotel"). */
+static int edge_name_word(const char *s, const word *w, int k, int dir)
+{
+    if (w[k].core_end <= w[k].core_start) return 0;
+    size_t n, len = w[k].core_end - w[k].core_start;
+    uint32_t cp = cp_at(s, w[k].core_start, w[k].core_end, &n);
+    if (!is_upper(cp)) return 0;
+    /* a day or month the model chose as the value may begin a title ("Sunday
+     * Cleaning"), though not end a name ("Maria Monday") */
+    if (dir > 0 && calendar_word(s + w[k].core_start, len)) return 1;
+    return !not_a_name(s + w[k].core_start, len);
 }
 
 /* Can words k and k+1 be one name: nothing but spaces between their cores? */
@@ -152,13 +179,27 @@ static int house_number(const char *s, const word *w, int k)
     return 1;
 }
 
+/* Is word k a group of a number written in groups, as phone numbers are
+ * ("+234 803 555 0199", "06 12 34 56 78"): digits, 2 to 6 of them, with
+ * an optional leading '+'? */
+static int digit_group(const char *s, const word *w, int k)
+{
+    size_t a = w[k].core_start, b = w[k].core_end;
+    if (a < b && s[a] == '+') a++;
+    if (b - a < 2 || b - a > 6) return 0;
+    for (size_t i = a; i < b; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
 /* How many words the name at edge b may take to its right: 1 (a name word),
  * 2 (a particle and a name word), 0 (none).  (dir -1: to the left of edge b.) */
 static int name_step(const char *s, const word *w, int nw, int b, int dir)
 {
     int n1 = b + dir, n2 = b + 2 * dir;
     if (n1 < 0 || n1 >= nw || !joined(w, dir > 0 ? b : n1)) return 0;
-    if (!name_word(s, w, b) && !(dir > 0 && house_number(s, w, b))) return 0;
+    if (digit_group(s, w, b) && digit_group(s, w, n1)) return 1; /* the rest of a number in groups */
+    if (!edge_name_word(s, w, b, dir) && !(dir > 0 && house_number(s, w, b))) return 0;
     if (name_word(s, w, n1)) return 1;
     if (n2 >= 0 && n2 < nw && particle(s, w, n1) && joined(w, dir > 0 ? n1 : n2) && name_word(s, w, n2)) return 2;
     return 0;

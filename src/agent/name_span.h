@@ -1,4 +1,4 @@
-/* name_span.h - finish a name the model copied only part of.
+/* name_span.h - finish a name (or a number in groups) the model copied only part of.
  *
  * With grounded decoding (copy_source.h) a free string value is a copy of
  * whole words of the request, but the small model often stops a word early
@@ -17,9 +17,15 @@
  *   - a lower-case particle between two such words joins with the second
  *     ("Gare de Lyon", "Kind of Blue"), and a value that is a house number
  *     takes the words after it ("14 Harrow Lane");
+ *   - a value that ends (or starts) with a group of digits takes the groups
+ *     beside it: a phone number copied in part ("+234 803 555" of "+234
+ *     803 555 0199"; groups of 2-6 digits, a leading '+' allowed);
  *   - never across punctuation that ends a clause (, . ; : ! ?), a quotation
  *     mark, or "&"; never onto the request's first word or the first word of
- *     a sentence (capitalised for another reason);
+ *     a sentence (capitalised for another reason), though the value's own
+ *     edge word may be one ("Receipt: Café Lumière" -> "Café": the model
+ *     chose that word, so its capital is the name's), and a day or month
+ *     it chose may begin a title ("Sunday" -> "Sunday Cleaning");
  *   - at most ND_NAME_SPAN_MAX_WORDS words are added on each side.
  *
  * Lower-case requests are left alone.  Every session (session.c).  The KV cache keeps the tokens as the

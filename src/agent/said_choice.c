@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <stdio.h>
 
+#include "agent/grounding.h"
 #include "agent/repair.h"
 #include "agent/said_number.h"
 
@@ -105,8 +106,11 @@ static int inside_call_values(const nd_json *args, const char *value, size_t n)
     return 0;
 }
 
+static int says_currency(const words *text, const char *code, size_t n);
+
 /* The one value of a string enum the request says, or NULL (none, several,
- * or not a plain string enum).  *err on out of memory. */
+ * or not a plain string enum).  A currency code is also said by its symbol or
+ * name ("$42.99" says USD).  *err on out of memory. */
 static const nd_json *said_value(const nd_json *schema, const words *request, int *err)
 {
     const nd_json *t = nd_json_get(schema, "type"), *e = nd_json_get(schema, "enum");
@@ -119,6 +123,7 @@ static const nd_json *said_value(const nd_json *schema, const words *request, in
         if (v->type != ND_JSON_STRING || memchr(v->str, 0, v->len)) continue;
         int r = says_value(request, v->str, v->len);
         if (r == 0) r = says_ing_form(request, v->str, v->len);
+        if (r == 0) r = says_currency(request, v->str, v->len);
         if (r < 0) { *err = 1; return NULL; }
         if (r && found) return NULL; /* two values said: no choice */
         if (r) found = v;
@@ -339,4 +344,161 @@ int nd_choice_outside(nd_json *calls, const nd_json *tools, const char *request,
     }
     free(w);
     return found;
+}
+
+/* ------------------------------------------------------------------ a currency the enum lacks */
+
+/* ISO 4217 codes people write (enough to tell a code from any other
+ * three-capital word, and to recognise an enum of codes). */
+static const char *const CURRENCY_CODES[] = {
+    "USD", "EUR", "GBP", "JPY", "CAD", "AUD", "NZD", "CHF", "CNY", "RMB", "HKD", "SGD", "INR", "KRW", "SEK",
+    "NOK", "DKK", "PLN", "CZK", "HUF", "RON", "BGN", "TRY", "RUB", "UAH", "ILS", "AED", "SAR", "QAR", "EGP",
+    "ZAR", "NGN", "KES", "GHS", "MAD", "BRL", "MXN", "ARS", "CLP", "COP", "PEN", "THB", "VND", "IDR", "MYR",
+    "PHP", "PKR", "BDT", "TWD", "ISK", NULL};
+
+/* Currencies named by a symbol or a word, and their codes. */
+static const char *const CURRENCY_NAMES[][2] = {
+    {"\xE2\x82\xB9", "INR"}, {"rupee", "INR"},  {"\xE2\x82\xA9", "KRW"}, {"\xE2\x82\xBD", "RUB"}, {"ruble", "RUB"},
+    {"rouble", "RUB"},       {"\xE2\x82\xBA", "TRY"}, {"lira", "TRY"}, {"\xE2\x82\xAA", "ILS"}, {"shekel", "ILS"},
+    {"\xE2\x82\xB1", "PHP"}, {"\xE2\x82\xAB", "VND"}, {"\xE2\x82\xB4", "UAH"}, {"\xE2\x82\xA6", "NGN"},
+    {"\xE0\xB8\xBF", "THB"}, {"baht", "THB"}, {"franc", "CHF"}, {"yuan", "CNY"}, {"renminbi", "CNY"},
+    {"zloty", "PLN"},        {"forint", "HUF"}, {"dirham", "AED"}, {"riyal", "SAR"}, {"ringgit", "MYR"},
+    {"rupiah", "IDR"},       {"r$", "BRL"}, {"reais", "BRL"}, {"krona", "SEK"}, {"kronor", "SEK"},
+    {"krone", "NOK"},        {"peso", "MXN"}, {NULL, NULL}};
+
+static int currency_code(const char *s, size_t n)
+{
+    if (n != 3) return 0;
+    for (const char *const *c = CURRENCY_CODES; *c; c++)
+        if (!memcmp(*c, s, 3)) return 1;
+    return 0;
+}
+
+/* Does the enum hold code[0..3)? */
+static int enum_has(const nd_json *e, const char *code)
+{
+    for (size_t i = 0; i < e->count; i++)
+        if (e->items[i].type == ND_JSON_STRING && e->items[i].len == 3 && !memcmp(e->items[i].str, code, 3)) return 1;
+    return 0;
+}
+
+/* Is the enum one of currency codes: every value three capitals, at least two of them known codes? */
+static int currency_enum(const nd_json *e)
+{
+    int known = 0;
+    for (size_t i = 0; i < e->count; i++) {
+        const nd_json *v = &e->items[i];
+        if (v->type != ND_JSON_STRING || v->len != 3) return 0;
+        for (int k = 0; k < 3; k++)
+            if (v->str[k] < 'A' || v->str[k] > 'Z') return 0;
+        known += currency_code(v->str, 3);
+    }
+    return known >= 2;
+}
+
+/* The code of a currency the request names that the enum lacks, or NULL:
+ * a known code written in capitals as a word of its own ("45 CHF"), or a
+ * symbol or name ("₹500", "200 rupees"; no names that are also common words,
+ * such as "real" or "rand"). */
+static const char *unlisted_currency(const char *request, const nd_json *e)
+{
+    size_t len = strlen(request);
+    for (size_t i = 0; i + 3 <= len; i++) {
+        int before = i > 0 && ((request[i - 1] >= 'A' && request[i - 1] <= 'Z') || (request[i - 1] >= 'a' && request[i - 1] <= 'z'));
+        int after = i + 3 < len && ((request[i + 3] >= 'A' && request[i + 3] <= 'Z') || (request[i + 3] >= 'a' && request[i + 3] <= 'z'));
+        if (before || after || !currency_code(request + i, 3)) continue;
+        for (const char *const *c = CURRENCY_CODES; *c; c++)
+            if (!memcmp(*c, request + i, 3) && !enum_has(e, *c)) return *c;
+    }
+    words req;
+    if (words_of(&req, request, len)) return NULL;
+    const char *found = NULL;
+    for (int k = 0; CURRENCY_NAMES[k][0] && !found; k++)
+        if (!enum_has(e, CURRENCY_NAMES[k][1]) && has_at_word(&req, CURRENCY_NAMES[k][0])) found = CURRENCY_NAMES[k][1];
+    free(req.low);
+    return found;
+}
+
+int nd_currency_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside, size_t outside_size)
+{
+    nd_one_call c;
+    if (outside_size) outside[0] = '\0';
+    if (!request || !nd_repair_one_call(calls, tools, &c) || !c.props || c.props->type != ND_JSON_OBJECT) return 0;
+    for (size_t k = 0; k < c.props->count; k++) {
+        const nd_json *e = nd_json_get(&c.props->items[k], "enum");
+        if (!e || e->type != ND_JSON_ARRAY || !currency_enum(e) || memchr(c.props->keys[k], 0, c.props->key_lens[k]))
+            continue;
+        if (unlisted_currency(request, e)) {
+            snprintf(outside, outside_size, "%s.%s", c.tool, c.props->keys[k]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ a bent value that ends as said */
+
+/* Is v one of the n numbers? */
+static int among(double v, const double *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (x[i] == v) return 1;
+    return 0;
+}
+
+/* How many top-level argument values of the turn's calls equal v (numbers
+ * by value, strings by bytes)? */
+static int uses_of(const nd_json *calls, const nd_json *v)
+{
+    int n = 0;
+    for (size_t c = 0; c < calls->count; c++) {
+        const nd_json *args = nd_json_get(&calls->items[c], "arguments");
+        for (size_t k = 0; args && args->type == ND_JSON_OBJECT && k < args->count; k++) {
+            const nd_json *a = &args->items[k];
+            if (a->type != v->type) continue;
+            if (a->type == ND_JSON_NUMBER && a->num == v->num) n++;
+            if (a->type == ND_JSON_STRING && a->len == v->len && !memcmp(a->str, v->str, v->len)) n++;
+        }
+    }
+    return n;
+}
+
+int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *request, const char *path)
+{
+    const char *dot = path ? strchr(path, '.') : NULL;
+    if (!request || !dot || !calls || calls->type != ND_JSON_ARRAY) return 0;
+    size_t tool_len = (size_t)(dot - path);
+    const char *key = dot + 1;
+    const nd_json *value = NULL;
+    for (size_t c = 0; c < calls->count; c++) {
+        const nd_json *name = nd_json_get(&calls->items[c], "name");
+        const nd_json *args = nd_json_get(&calls->items[c], "arguments");
+        if (!name || name->type != ND_JSON_STRING || name->len != tool_len || memcmp(name->str, path, tool_len)) continue;
+        const nd_json *v = args && args->type == ND_JSON_OBJECT ? nd_json_get(args, key) : NULL;
+        if (!v) continue;
+        if (value) return 0; /* two calls bear it: which one was bent is not known */
+        value = v;
+    }
+    if (!value || uses_of(calls, value) != 1) return 0;
+    if (value->type == ND_JSON_NUMBER) {
+        /* "minus 20": the model reached for the sign, and the 20 said is not the value asked for */
+        words req;
+        if (words_of(&req, request, strlen(request))) return 0;
+        int sign = has_at_word(&req, "minus") || has_at_word(&req, "negative");
+        free(req.low);
+        if (sign) return 0;
+        double said[64];
+        int n = nd_numbers_said(request, said, 64);
+        return among(value->num, said, n);
+    }
+    if (value->type != ND_JSON_STRING || memchr(value->str, 0, value->len)) return 0;
+    char tool[128];
+    if (tool_len >= sizeof tool) return 0;
+    memcpy(tool, path, tool_len);
+    tool[tool_len] = '\0';
+    const nd_json *params = nd_tool_parameters(tools, tool);
+    const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
+    const nd_json *schema = props ? nd_json_get(props, key) : NULL;
+    if (!schema || !nd_json_get(schema, "enum")) return 0; /* only a choice is said as itself */
+    return nd_choice_said(request, value->str, value->len) > 0;
 }

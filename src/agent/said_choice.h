@@ -73,4 +73,28 @@ int nd_choice_said(const char *request, const char *value, size_t n);
  * else outside is "" and 0 returned (-1 when out of memory).  The calls are
  * not changed. */
 int nd_choice_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside, size_t outside_size);
+
+/* A currency the request names that the call's currency choices lack: "log
+ * an expense at Migros of 45 CHF" with currency one of USD, EUR, GBP, JPY,
+ * CAD.  In a turn with one call, for each string enum argument whose values
+ * are all currency codes (three capitals, at least two of them known ISO 4217
+ * codes), the request names a currency the enum does not hold: a known code
+ * written in capitals as a word of its own, or a symbol or name ("₹", "rupees",
+ * "francs").  Writes "tool.key" to outside and returns 1, else "" and 0.  The
+ * calls are not changed. */
+int nd_currency_outside(nd_json *calls, const nd_json *tools, const char *request, char *outside, size_t outside_size);
+
+/* The grammar bent a value while the model wrote it (range_guard.h: the
+ * model reached for "3000" where amount_ml stops at 2000, or for a mode the
+ * enum lacks), and after the repairs the argument at `path` ("tool.key") holds
+ * a value the request says: 300 in "log 300ml of water", the choice "grill"
+ * in "grill at 200 for a quarter of an hour" (the model's "bake" dropped as
+ * unsaid, "grill" added).  The bend was then the model's slip, not a request
+ * outside the schema.  1 when exactly one call bears the argument, its value
+ * is a number the request says (nd_numbers_said) or an enum choice it says
+ * (nd_choice_said), and no other argument of the turn holds the same value
+ * (in "blinds to 50 and the oven to 500" the oven's bent 50 is the blinds'
+ * number), and for a number, the request says no "minus" or "negative" (the
+ * model reached for the sign of "minus 20"); else 0. */
+int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *request, const char *path);
 #endif

@@ -732,7 +732,12 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int un = u < 0 ? -1 : nd_drop_unsaid_choices(calls, s->tools, s->last_request);
                 /* and an optional list none of whose items it says (said_list.h) */
                 int ul = un < 0 ? -1 : nd_drop_unsaid_lists(calls, s->tools, s->last_request);
-                int c = ul < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
+                /* a choice dropped as unsaid gives way to the one the request says (said_choice.h) */
+                int b2 = ul < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
+                /* a value the schema bent while decoding that ends as one the request says
+                 * ("300ml" after the model reached for 3000) was the model's slip, not the user's ask */
+                if (b2 >= 0 && bent[0] && nd_bent_value_said(calls, s->tools, s->last_request, bent)) bent[0] = '\0';
+                int c = b2 < 0 ? -1 : nd_fix_clock_time(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* a duration or volume in the argument's unit (said_quantity.h); one the
                  * schema refuses is a value outside the schema, as a bent one */
                 char outside[260];
@@ -748,14 +753,17 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 /* and a choice named next to its name that the enum lacks ("vacation mode": said_choice.h) */
                 int cho = q < 0 || col < 0 || bent[0] ? 0 : nd_choice_outside(calls, s->tools, s->last_request, outside, sizeof outside);
                 if (cho > 0) memcpy(bent, outside, sizeof outside);
+                /* and a currency its currency choices lack ("45 CHF": said_choice.h) */
+                int cur = q < 0 || col < 0 || cho < 0 || bent[0] ? 0 : nd_currency_outside(calls, s->tools, s->last_request, outside, sizeof outside);
+                if (cur > 0) memcpy(bent, outside, sizeof outside);
                 /* a decimal cut to its whole part (said_number.h) */
                 int dec = q < 0 || col < 0 || cho < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
                 int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
                 changed = a < 0 || t < 0 || mf < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||
-                                  c < 0 || q < 0 || dec < 0 || e < 0
+                                  b2 < 0 || c < 0 || q < 0 || dec < 0 || e < 0
                               ? -1
-                              : near + a + t + mf + p + l + b + li + f + u + un + ul + c + q + dec + e;
+                              : near + a + t + mf + p + l + b + li + f + u + un + ul + b2 + c + q + dec + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);
