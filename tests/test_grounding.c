@@ -534,6 +534,7 @@ static void test_envelope_fields(void)
     e.negation = 1;
     e.out_of_schema = "[\"a.b\"]";
     e.missing = "[\"a.d\"]";
+    e.unused_numbers = "[\"250\"]";
     e.completed = "[\"a.c\"]";
     e.split = "[\"a b\",\"c d\"]";
     e.asked_again = 1;
@@ -543,7 +544,7 @@ static void test_envelope_fields(void)
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
     CHECK(strstr(b.data, ",\"validation\":{\"ungrounded\":[\"a.b\"],\"negation\":true,\"out_of_schema\":[\"a.b\"],"
-                         "\"missing\":[\"a.d\"],\"completed\":[\"a.c\"],\"split\":[\"a b\",\"c d\"],\"asked_again\":true,\"leaned\":true},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
+                         "\"missing\":[\"a.d\"],\"unused_numbers\":[\"250\"],\"completed\":[\"a.c\"],\"split\":[\"a b\",\"c d\"],\"asked_again\":true,\"leaned\":true},\"suppressed_calls\":[{\"name\":\"a\",\"arguments\":{\"b\":1}}]}") != NULL);
     nd_buf_free(&b);
     /* nothing given, or text that is not a JSON array: [] (the envelope stays valid JSON) */
     e.ungrounded = NULL;
@@ -554,11 +555,12 @@ static void test_envelope_fields(void)
     e.asked_again = 0;
     e.leaned = 0;
     e.missing = "nope";
+    e.unused_numbers = NULL;
     e.suppressed_calls = "{oops";
     nd_buf_init(&b);
     nd_envelope_write(&b, &e);
     CHECK(strstr(b.data, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],\"missing\":[],"
-                         "\"completed\":[],\"split\":[],\"asked_again\":false,\"leaned\":false},\"suppressed_calls\":[]}") != NULL);
+                         "\"unused_numbers\":[],\"completed\":[],\"split\":[],\"asked_again\":false,\"leaned\":false},\"suppressed_calls\":[]}") != NULL);
     nd_buf_free(&b);
 }
 
@@ -594,7 +596,7 @@ static void test_sessions_withhold_negated_requests(void)
         env = NULL;
         CHECK(needle_session_send(s, "turn off the kitchen lights", &env, &err) == 0);
         CHECK(env && strstr(env, "\"validation\":{\"ungrounded\":[],\"negation\":false,\"out_of_schema\":[],"
-                                 "\"missing\":[],\"completed\":[],\"split\":[],\"asked_again\":false,\"leaned\":false}"));
+                                 "\"missing\":[],\"unused_numbers\":[],\"completed\":[],\"split\":[],\"asked_again\":false,\"leaned\":false}"));
         CHECK(env && strstr(env, "\"suppressed_calls\":[]"));
         needle_free(env);
         needle_session_close(s);

@@ -96,6 +96,8 @@ void nd_envelope_write(nd_buf *out, const nd_envelope *e)
     write_json_array(out, e->out_of_schema);
     nd_buf_puts(out, ",\"missing\":");
     write_json_array(out, e->missing);
+    nd_buf_puts(out, ",\"unused_numbers\":");
+    write_json_array(out, e->unused_numbers);
     nd_buf_puts(out, ",\"completed\":");
     write_json_array(out, e->completed);
     nd_buf_puts(out, ",\"split\":");

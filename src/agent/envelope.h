@@ -4,7 +4,7 @@
  *    "function_calls":[{"name","arguments"}],"reasoning":str,"confidence":number|null,
  *    "prefill_tps":number,"decode_tps":number,"peak_ram_mb":number,
  *    "validation":{"ungrounded":["tool.path",...],"negation":bool,"out_of_schema":["tool.key"],
- *                  "missing":["tool.key"],"completed":["tool.key"],"split":[str,str],
+ *                  "missing":["tool.key"],"unused_numbers":[str],"completed":["tool.key"],"split":[str,str],
  *                  "asked_again":bool,"leaned":bool},
  *    "suppressed_calls":[...]}
  *
@@ -40,6 +40,7 @@ typedef struct nd_envelope {
     int negation;
     const char *out_of_schema;     /* a JSON array of "tool.key" strings (agent/range_guard.h) */
     const char *missing;           /* a JSON array of "tool.key": required values filled with a placeholder */
+    const char *unused_numbers;    /* a JSON array of the numbers said that no call uses (agent/unused_number.h) */
     const char *completed;         /* a JSON array of "tool.key": values taken from the request (docs/envelope.md) */
     const char *split;             /* a JSON array of the two parts a request was answered in (agent/split_turn.h) */
     int asked_again;               /* the calls are the answer to the request asked again (agent/ask_again.h) */

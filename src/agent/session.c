@@ -30,6 +30,7 @@
 #include "agent/said_quantity.h"
 #include "agent/said_unit.h"
 #include "agent/split_turn.h"
+#include "agent/unused_number.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "model/heads.h"
@@ -684,6 +685,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_buf_init(&g.ungrounded);
     nd_buf completed; /* the arguments whose values were taken from the request (validation.completed) */
     nd_buf_init(&completed);
+    nd_buf unused; /* the numbers the request says that no call uses (unused_number.h) */
+    nd_buf_init(&unused);
+    int n_unused = 0;
     nd_split_answer split; /* the request answered in two parts (split_turn.h) */
     nd_split_answer_init(&split);
     int split_taken = 0, asked_again = 0, leaned = 0, framed = 0;
@@ -794,12 +798,16 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             }
             /* the argument a runaway turn was writing when its budget ended (above) */
             if (!grc && runaway_bent[0]) grc = nd_grounding_add_out_of_schema(&g, runaway_bent);
-            if (changed < 0 || grc || r.calls.oom || completed.oom) {
+            /* a request's numbers that no call uses: the calls do something else (unused_number.h) */
+            if (!grc && changed >= 0 && kind == ND_TURN_USER)
+                n_unused = nd_numbers_unused(calls, s->last_request, &unused);
+            if (changed < 0 || grc || r.calls.oom || completed.oom || n_unused < 0) {
                 nd_json_free(calls);
                 nd_buf_free(&r.reasoning);
                 nd_buf_free(&r.calls);
                 nd_grounding_free(&g);
                 nd_buf_free(&completed);
+                nd_buf_free(&unused);
                 return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory in the grounding checks");
             }
             int flagged = calls->type == ND_JSON_ARRAY && calls->count > 0 && (g.n_ungrounded || g.negation);
@@ -808,10 +816,11 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             /* a request that says not to act, a value outside the schema (the
              * decoder saw the schema bend it, or the checks found a number not said
              * where the request says one the schema refuses), or a required value
-             * filled with a placeholder (not given): the behaviour contract answers
-             * each with no call, in every session; the calls stay in the envelope's
-             * suppressed_calls */
-            if ((g.negation || g.n_out_of_schema || g.n_missing) && calls->type == ND_JSON_ARRAY && calls->count > 0) {
+             * filled with a placeholder (not given), or numbers said that no call
+             * uses: the behaviour contract answers each with no call, in every
+             * session; the calls stay in the envelope's suppressed_calls */
+            if ((g.negation || g.n_out_of_schema || g.n_missing || n_unused > 0) && calls->type == ND_JSON_ARRAY &&
+                calls->count > 0) {
                 suppressed = r.calls.data;
                 r.calls.len = 0;
             }
@@ -824,22 +833,27 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
              * action on two objects is answered part by part (split_turn.h); answered
              * with no call, it is asked again (ask_again.h), then answered with the call
              * the model nearly made (lean_call.h) */
-            int second_look = first_turn && kind == ND_TURN_USER && !suppressed && !g.negation && !runaway_bent[0] &&
-                              calls->type == ND_JSON_ARRAY;
+            /* (calls withheld only for numbers they leave unused still get split: "radio to
+             * 95.8 and call Priya" answered with the call alone is answered part by part) */
+            int unused_only = suppressed && n_unused > 0 && !g.n_out_of_schema && !g.n_missing && !(s->strict && flagged);
+            int second_look = first_turn && kind == ND_TURN_USER && (!suppressed || unused_only) && !g.negation &&
+                              !runaway_bent[0] && calls->type == ND_JSON_ARRAY;
             int taken = 0;
             if (second_look && s->split && calls->count <= 2) {
                 taken = nd_answer_in_parts(s, s->last_request, calls, completed.data, confidence, max_new, &split, err);
                 split_taken = taken > 0;
             }
-            if (second_look && !taken && s->ask_again && calls->count == 0) {
+            if (second_look && !taken && !suppressed && s->ask_again && calls->count == 0) {
                 taken = nd_answer_again(s, s->last_request, max_new, &split, err);
                 asked_again = taken > 0;
             }
-            if (second_look && !taken && s->lean_call > 0 && calls->count == 0 && r.p_call >= s->lean_call) {
+            if (second_look && !taken && !suppressed && s->lean_call > 0 && calls->count == 0 && r.p_call >= s->lean_call) {
                 taken = nd_answer_leaning(s, s->last_request, max_new, &split, err);
                 leaned = taken > 0;
             }
             if (taken > 0) {
+                suppressed = NULL; /* the parts' answer replaces the withheld one */
+                n_unused = 0;
                 r.calls.len = 0;
                 nd_buf_append(&r.calls, split.calls.data, split.calls.len);
                 confidence = split.confidence;
@@ -851,6 +865,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 nd_buf_free(&r.calls);
                 nd_grounding_free(&g);
                 nd_buf_free(&completed);
+                nd_buf_free(&unused);
                 nd_buf_free(&framed_completed);
                 nd_split_answer_free(&split);
                 return taken;
@@ -895,6 +910,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .negation = framed > 0 ? 0 : g.negation,
         .out_of_schema = g.out_of_schema.data,
         .missing = framed > 0 ? "[]" : g.missing.data,
+        .unused_numbers = framed > 0 || n_unused <= 0 ? "[]" : unused.data,
         .completed = framed > 0 ? framed_completed.data : split_taken || asked_again || leaned ? split.completed.data : completed.data,
         .split = split_taken ? split.parts.data : NULL,
         .asked_again = asked_again,
@@ -912,6 +928,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     nd_envelope_write(&out, &env);
     nd_grounding_free(&g);
     nd_buf_free(&completed);
+    nd_buf_free(&unused);
     nd_buf_free(&framed_completed);
     nd_split_answer_free(&split);
     nd_buf_free(&r.reasoning);

@@ -74,9 +74,10 @@ if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q -E "longq.jsonl:1: skipped: que
 then ok eval_long_query_row_skipped_with_file_line
 else bad eval_long_query_row_skipped_with_file_line "rc=$rc"; fi
 
-# many tools: retrieval embeds them all and shows the model the best that fit
+# many tools: retrieval embeds them all and shows the model the best that fit (the call names one
+# of them; it may be withheld when it is not tool_17: its number would be unused, docs/envelope.md)
 run "$NEEDLE" run --model "$M" --tools "$T/in/tools_4000.json" "do task number 17"
-if printf '%s' "$out" | grep -q -E '"success":true,.*"function_calls":\[\{"name":"tool_[0-9]+"'; then ok run_many_tools_answered_by_retrieval
+if printf '%s' "$out" | grep -q -E '"success":true,.*("function_calls":\[\{"name":"tool_[0-9]+"|"suppressed_calls":\[\{"name":"tool_[0-9]+")'; then ok run_many_tools_answered_by_retrieval
 else bad run_many_tools_answered_by_retrieval "rc=$rc"; fi
 
 echo "$passed passed, $failed failed"

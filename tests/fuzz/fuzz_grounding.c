@@ -7,7 +7,8 @@
  * number read (agent/said_number.c), the quantities converted
  * (agent/said_quantity.c), the date read (agent/said_date.c) and the cuts
  * of a two-part request (agent/split_request.c) and the messaging frame
- * read (agent/message_frame.c).
+ * read (agent/message_frame.c), the numbers no call uses
+ * (agent/unused_number.c).
  *
  * The input is split at its first NUL byte: the request text (untrusted user
  * text) and a call list.  Properties: nothing crashes or leaks; every list the
@@ -42,6 +43,7 @@
 #include "agent/said_quantity.h"
 #include "agent/said_unit.h"
 #include "agent/split_request.h"
+#include "agent/unused_number.h"
 #include "core/json.h"
 
 static const char *TOOLS =
@@ -191,6 +193,11 @@ static void check_names(const nd_json *calls, const nd_json *tools, const char *
     char choice[260];
     int chosen = nd_choice_outside(wide, tools, request, choice, sizeof choice);
     if (chosen < 0 || chosen != (choice[0] != '\0') || (chosen && !strchr(choice, '.'))) abort();
+    char currency[260];
+    int cur = nd_currency_outside(wide, tools, request, currency, sizeof currency);
+    if (cur < 0 || cur != (currency[0] != '\0') || (cur && !strchr(currency, '.'))) abort();
+    int forgiven = nd_bent_value_said(wide, tools, request, "set_lights.brightness");
+    if (forgiven != 0 && forgiven != 1) abort();
     double near[8];
     int n_near = nd_numbers_near_key(request, "brightness_level", near, 8);
     if (n_near < 0 || n_near > 8) abort();
@@ -370,6 +377,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_cuts(text, calls);
         int sign = nd_refusal_signs(calls, tools, text); /* asked again: a yes or no, never a crash */
         if (sign != 0 && sign != 1) abort();
+        nd_buf unused; /* numbers no call uses: a JSON array of strings that are pieces of the request */
+        nd_buf_init(&unused);
+        int nu = nd_numbers_unused(calls, text, &unused);
+        if (nu < 0 || (nu > 0) != (unused.len > 0)) abort();
+        if (nu > 0) {
+            check_string_array(&unused);
+            nd_json *u = NULL;
+            if (nd_json_parse(unused.data, unused.len, NULL, &u, &err) != 0 || (int)u->count != nu) abort();
+            for (size_t i = 0; i < u->count; i++)
+                if (!strstr(text, u->items[i].str)) abort();
+            nd_json_free(u);
+        }
+        nd_buf_free(&unused);
     }
     nd_json_free(calls);
     nd_json_free(tools);
