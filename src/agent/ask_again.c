@@ -11,6 +11,7 @@
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "agent/spoken_words.h"
+#include "agent/unused_number.h"
 #include "core/error.h"
 #include "text/chat.h"
 
@@ -122,34 +123,6 @@ static int impossible_date(const char *request)
     return 0;
 }
 
-/* The numbers a call list holds: its numbers, the digit runs inside its
- * strings, and a time's hour in the other half of the day. */
-static void call_numbers(const nd_json *v, double *out, int *n)
-{
-    if (*n >= MAX_NUMBERS) return;
-    if (v->type == ND_JSON_NUMBER) {
-        out[(*n)++] = v->num;
-    } else if (v->type == ND_JSON_STRING) {
-        for (size_t i = 0; i < v->len && *n < MAX_NUMBERS;) {
-            if (!is_digit(v->str[i])) {
-                i++;
-                continue;
-            }
-            char buf[32];
-            size_t k = 0;
-            while (i < v->len && (is_digit(v->str[i]) || (v->str[i] == '.' && i + 1 < v->len && is_digit(v->str[i + 1]))) &&
-                   k + 1 < sizeof buf)
-                buf[k++] = v->str[i++];
-            buf[k] = 0;
-            double x = strtod(buf, NULL);
-            out[(*n)++] = x;
-            if (i < v->len && v->str[i] == ':' && x > 12 && x < 24 && *n < MAX_NUMBERS) out[(*n)++] = x - 12;
-        }
-    } else if (v->type == ND_JSON_ARRAY || v->type == ND_JSON_OBJECT) {
-        for (size_t i = 0; i < v->count; i++) call_numbers(&v->items[i], out, n);
-    }
-}
-
 /* A number the request says that no call uses, a duration or volume no call
  * holds in some unit, or "minus". */
 static int number_unused(const nd_json *calls, const char *request, const char (*rw)[16], int n_words)
@@ -157,8 +130,7 @@ static int number_unused(const nd_json *calls, const char *request, const char (
     for (int i = 0; i < n_words; i++)
         if (!strcmp(rw[i], "minus")) return 1;
     double said[MAX_NUMBERS], held[MAX_NUMBERS];
-    int n_said = nd_numbers_said(request, said, MAX_NUMBERS), n_held = 0;
-    call_numbers(calls, held, &n_held);
+    int n_said = nd_numbers_said(request, said, MAX_NUMBERS), n_held = nd_call_numbers(calls, held, MAX_NUMBERS);
     for (int i = 0; i < n_said; i++) {
         int used = 0;
         for (int k = 0; k < n_held && !used; k++)

@@ -84,31 +84,40 @@ static void said_numbers(const char *s, numbers *out)
     }
 }
 
-/* Every number in a value: numbers, and digit runs inside strings (a clock
- * time "H:MM" also as HHMM). */
-static void used_numbers(const nd_json *v, numbers *out)
+/* The numbers of v pushed to out (nd_call_numbers). */
+static void push_call_numbers(const nd_json *v, double *out, int *n, int cap)
 {
-    if (!v) return;
+    if (!v || *n >= cap) return;
     if (v->type == ND_JSON_NUMBER) {
-        push(out, v->num, 0, 0);
+        out[(*n)++] = v->num;
     } else if (v->type == ND_JSON_STRING) {
-        for (size_t i = 0; i < v->len;) {
-            if (!digit(v->str[i])) { i++; continue; }
+        for (size_t i = 0; i < v->len && *n < cap;) {
+            if (!digit(v->str[i])) {
+                i++;
+                continue;
+            }
             char buf[64];
-            size_t n = 0, start = i;
+            size_t k = 0, start = i;
             while (i < v->len && (digit(v->str[i]) || (v->str[i] == '.' && i + 1 < v->len && digit(v->str[i + 1]))) &&
-                   n + 1 < sizeof buf)
-                buf[n++] = v->str[i++];
-            buf[n] = '\0';
+                   k + 1 < sizeof buf)
+                buf[k++] = v->str[i++];
+            buf[k] = '\0';
             double x = strtod(buf, NULL);
-            push(out, x, 0, 0);
-            /* "19:00" -> 1900 too */
-            if (i + 2 < v->len && v->str[i] == ':' && digit(v->str[i + 1]) && digit(v->str[i + 2]) && i - start <= 2)
-                push(out, x * 100 + (v->str[i + 1] - '0') * 10 + (v->str[i + 2] - '0'), 0, 0);
+            out[(*n)++] = x;
+            int clock = i + 2 < v->len && v->str[i] == ':' && digit(v->str[i + 1]) && digit(v->str[i + 2]) && i - start <= 2;
+            if (clock && x > 12 && x < 24 && *n < cap) out[(*n)++] = x - 12; /* "19:00": 7 */
+            if (clock && *n < cap) out[(*n)++] = x * 100 + (v->str[i + 1] - '0') * 10 + (v->str[i + 2] - '0'); /* 1900 */
         }
     } else if (v->type == ND_JSON_ARRAY || v->type == ND_JSON_OBJECT) {
-        for (size_t i = 0; i < v->count; i++) used_numbers(&v->items[i], out);
+        for (size_t i = 0; i < v->count; i++) push_call_numbers(&v->items[i], out, n, cap);
     }
+}
+
+int nd_call_numbers(const nd_json *calls, double *out, int cap)
+{
+    int n = 0;
+    push_call_numbers(calls, out, &n, cap);
+    return n;
 }
 
 /* Is b the number a, or a unit step away from it? */
@@ -125,18 +134,19 @@ static int same_quantity(double a, double b)
 int nd_numbers_unused(const nd_json *calls, const char *request, nd_buf *out)
 {
     if (!calls || calls->type != ND_JSON_ARRAY || calls->count == 0 || !request) return 0;
-    numbers *said = calloc(2, sizeof *said);
-    if (!said) return -1;
-    numbers *used = said + 1;
-    said_numbers(request, said);
-    for (size_t c = 0; c < calls->count; c++) {
-        used_numbers(nd_json_get(&calls->items[c], "arguments"), used);
-        used_numbers(nd_json_get(&calls->items[c], "name"), used); /* "do task 17" -> tool_17 */
+    numbers *said = calloc(1, sizeof *said);
+    double *used = malloc(sizeof(double) * MAX_NUMBERS);
+    if (!said || !used) {
+        free(said);
+        free(used);
+        return -1;
     }
+    said_numbers(request, said);
+    int n_used = nd_call_numbers(calls, used, MAX_NUMBERS); /* names too: "do task 17" -> tool_17 */
     int any_used = 0;
     for (int i = 0; i < said->n && !any_used; i++) {
         if (said->v[i] >= 2 && said->v[i] == (double)calls->count) any_used = 1; /* "set 2 alarms" */
-        for (int k = 0; k < used->n && !any_used; k++) any_used = same_quantity(said->v[i], used->v[k]);
+        for (int k = 0; k < n_used && !any_used; k++) any_used = same_quantity(said->v[i], used[k]);
     }
     int n = any_used ? 0 : said->n;
     for (int i = 0; i < n; i++) {
@@ -146,5 +156,6 @@ int nd_numbers_unused(const nd_json *calls, const char *request, nd_buf *out)
     }
     if (n) nd_buf_puts(out, "]");
     free(said);
+    free(used);
     return out->oom ? -1 : n;
 }

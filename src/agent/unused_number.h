@@ -41,4 +41,11 @@
  * call; -1 when out of memory. */
 int nd_numbers_unused(const nd_json *calls, const char *request, nd_buf *out);
 
+/* The numbers a call list holds, at most cap of them in out: its numbers,
+ * the digit runs inside its strings (tool names included), and for a clock
+ * time "H:MM" also the hour in the other half of the day and the time as
+ * HHMM ("19:00": 19, 0, 7, 1900).  Returns how many.  (Also the ask-again
+ * sign of a number no call uses, ask_again.h.) */
+int nd_call_numbers(const nd_json *calls, double *out, int cap);
+
 #endif
