@@ -131,8 +131,9 @@ typedef struct needle_session_options {
                                     answered with the call the frame spells out; and one where the model
                                     gave a call at least 0.1 of the probability at the list's first
                                     token is answered with that call when the request names its tool
-                                    and says its values (validation.leaned).  1 or 0: on (the
-                                    default), -1: off */
+                                    and says its values (validation.leaned); one answered with one
+                                    call to a tool while it names another tool's choice is asked
+                                    again with those tools alone.  1 or 0: on (the default), -1: off */
 } needle_session_options;
 
 /* What grounded_decoding 0 means outside strict sessions (1: on). */

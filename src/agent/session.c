@@ -29,6 +29,7 @@
 #include "agent/said_number.h"
 #include "agent/said_quantity.h"
 #include "agent/said_unit.h"
+#include "agent/reroute.h"
 #include "agent/split_turn.h"
 #include "agent/unused_number.h"
 #include "core/error.h"
@@ -858,6 +859,27 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 nd_buf_append(&r.calls, split.calls.data, split.calls.len);
                 confidence = split.confidence;
                 if (r.calls.oom) taken = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory taking a second look");
+            }
+            /* the answer, first or second, one call to a tool while the request names
+             * another tool's choice: asked again with those tools alone (reroute.h) */
+            if (second_look && taken >= 0 && !split_taken && !suppressed && s->ask_again) {
+                nd_json *now = NULL;
+                needle_error jerr;
+                if (nd_json_parse(r.calls.data ? r.calls.data : "[]", r.calls.len, NULL, &now, &jerr) == 0) {
+                    int again = nd_answer_rerouted(s, s->last_request, now, max_new, &split, err);
+                    if (again > 0) {
+                        r.calls.len = 0;
+                        nd_buf_append(&r.calls, split.calls.data, split.calls.len);
+                        confidence = split.confidence;
+                        asked_again = 1;
+                        leaned = 0;
+                        if (r.calls.oom) again = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+                    }
+                    if (again < 0) taken = again;
+                } else if (jerr.code == NEEDLE_ENOMEM) {
+                    taken = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+                }
+                nd_json_free(now);
             }
             if (taken < 0) {
                 nd_json_free(calls);

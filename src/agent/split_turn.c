@@ -138,9 +138,15 @@ static void write_parts(nd_buf *out, const char *first, size_t first_len, const 
 
 int nd_scratch_open(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err)
 {
+    return nd_scratch_open_with(s, s->tools, max_new_tokens, out, err);
+}
+
+int nd_scratch_open_with(needle_session *s, const nd_json *tools_decl, int max_new_tokens, needle_session **out,
+                         needle_error *err)
+{
     nd_buf tools;
     nd_buf_init(&tools);
-    nd_json_write(&tools, s->tools, 0);
+    nd_json_write(&tools, tools_decl, 0);
     if (tools.oom) {
         nd_buf_free(&tools);
         return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering in parts");

@@ -67,6 +67,10 @@ int nd_answer_in_parts(needle_session *s, const char *request, const nd_json *ca
  * never asked again.  0 or an error code. */
 int nd_scratch_open(needle_session *s, int max_new_tokens, needle_session **out, needle_error *err);
 
+/* The same with other tools declared (a JSON array of declarations). */
+int nd_scratch_open_with(needle_session *s, const nd_json *tools_decl, int max_new_tokens, needle_session **out,
+                         needle_error *err);
+
 /* text[0, len) answered alone, from a fresh start, in the scratch session:
  * the envelope, parsed; NULL when it does not count (a failed turn, no call,
  * a call withheld, or a value it does not say), with *rc an error code when

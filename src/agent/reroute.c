@@ -1,0 +1,123 @@
+/* reroute.c - one call to a tool while the request names another tool's choice (reroute.h). */
+#include "agent/reroute.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/ask_again.h"
+#include "agent/grounding.h"
+#include "agent/lean_call.h"
+#include "agent/said_choice.h"
+#include "core/buf.h"
+#include "core/error.h"
+#include "text/chat.h"
+
+/* The name of a declaration (plain, or in the OpenAI wrapper), or NULL. */
+static const nd_json *decl_name(const nd_json *decl)
+{
+    const nd_json *fn = nd_json_get(decl, "function");
+    const nd_json *name = nd_json_get(fn && fn->type == ND_JSON_OBJECT ? fn : decl, "name");
+    return name && name->type == ND_JSON_STRING ? name : NULL;
+}
+
+/* Is v one of the string values of some enum among props? */
+static int in_some_enum(const nd_json *props, const nd_json *v)
+{
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++) {
+        const nd_json *e = nd_json_get(&props->items[k], "enum");
+        for (size_t i = 0; e && e->type == ND_JSON_ARRAY && i < e->count; i++)
+            if (nd_json_equal(&e->items[i], v)) return 1;
+    }
+    return 0;
+}
+
+/* Is the choice v said inside one of the call's string values, among other
+ * words ("the fan is on high": a message that speaks of it; a value that is
+ * the choice alone, "text": "celsius", is the choice misplaced)? */
+static int inside_values(const nd_json *args, const nd_json *v)
+{
+    for (size_t k = 0; args && args->type == ND_JSON_OBJECT && k < args->count; k++) {
+        const nd_json *a = &args->items[k];
+        if (a->type != ND_JSON_STRING || memchr(a->str, 0, a->len) || a->len <= v->len + 1) continue;
+        if (nd_choice_said(a->str, v->str, v->len) > 0) return 1;
+    }
+    return 0;
+}
+
+/* Does the request name a choice of this tool's enums that the called tool lacks? 1, 0, -1 out of memory. */
+static int names_choice_of(const nd_json *props, const nd_json *called_props, const nd_json *args, const char *request)
+{
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++) {
+        const nd_json *e = nd_json_get(&props->items[k], "enum");
+        for (size_t i = 0; e && e->type == ND_JSON_ARRAY && i < e->count; i++) {
+            const nd_json *v = &e->items[i];
+            if (v->type != ND_JSON_STRING || v->len < 5 || memchr(v->str, 0, v->len)) continue; /* not "cool", "auto" */
+            if (in_some_enum(called_props, v) || inside_values(args, v)) continue;
+            int said = nd_choice_said(request, v->str, v->len);
+            if (said) return said;
+        }
+    }
+    return 0;
+}
+
+int nd_reroute_tools(const nd_json *calls, const nd_json *tools, const char *request, nd_json **out)
+{
+    *out = NULL;
+    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || tools->type != ND_JSON_ARRAY || !request)
+        return 0;
+    const nd_json *name = nd_json_get(&calls->items[0], "name");
+    const nd_json *args = nd_json_get(&calls->items[0], "arguments");
+    if (!name || name->type != ND_JSON_STRING) return 0;
+    const nd_json *called = nd_tool_parameters(tools, name->str);
+    const nd_json *called_props = called ? nd_json_get(called, "properties") : NULL;
+    nd_buf text;
+    nd_buf_init(&text);
+    int n = 0, rc = 0;
+    for (size_t t = 0; t < tools->count && rc >= 0; t++) {
+        const nd_json *tn = decl_name(&tools->items[t]);
+        if (!tn || (tn->len == name->len && !memcmp(tn->str, name->str, tn->len)) || memchr(tn->str, 0, tn->len)) continue;
+        const nd_json *params = nd_tool_parameters(tools, tn->str);
+        int named = names_choice_of(params ? nd_json_get(params, "properties") : NULL, called_props, args, request);
+        if (named < 0) rc = -1;
+        if (named <= 0) continue;
+        nd_buf_putc(&text, n++ ? ',' : '[');
+        nd_json_write(&text, &tools->items[t], 0);
+    }
+    if (rc < 0 || text.oom) {
+        nd_buf_free(&text);
+        return -1;
+    }
+    if (n == 0) return 0;
+    nd_buf_putc(&text, ']');
+    needle_error err;
+    if (text.oom || nd_json_parse(text.data, text.len, NULL, out, &err) != 0) rc = -1;
+    nd_buf_free(&text);
+    return rc < 0 ? -1 : 1;
+}
+
+int nd_answer_rerouted(needle_session *s, const char *request, const nd_json *calls, int max_new_tokens,
+                       nd_split_answer *out, needle_error *err)
+{
+    nd_json *subset = NULL;
+    int sign = nd_reroute_tools(calls, s->tools, request, &subset);
+    if (sign < 0) return nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory reading the request's choices");
+    if (!sign) return 0;
+    needle_session *scratch = NULL;
+    int rc = nd_scratch_open_with(s, subset, max_new_tokens, &scratch, err), taken = 0;
+    nd_json_free(subset);
+    if (rc) return rc == NEEDLE_ENOMEM ? rc : 0; /* (a subset of tools the session took once) */
+    nd_json *env = nd_scratch_answer(scratch, request, strlen(request), max_new_tokens, &rc, err);
+    if (!env && !rc) /* no call: asked as ask-again asks ("please " first), on its terms */
+        env = nd_scratch_answer_again(scratch, s->tools, request, max_new_tokens, &rc, err);
+    const nd_json *again = nd_json_get(env, "function_calls");
+    int bad = env ? nd_refusal_signs(again, s->tools, request) : 1;
+    if (!bad) bad = nd_made_up_call(again, s->tools, request);
+    if (bad < 0 && !rc) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering again");
+    if (env && !bad && !rc) {
+        rc = nd_take_scratch_answer(s, env, out, err);
+        taken = !rc;
+    }
+    nd_json_free(env);
+    nd_session_free(scratch);
+    return rc ? rc : taken;
+}
