@@ -57,6 +57,19 @@ static void test_frames_read(void)
     FRAMED("text Ambar \xE2\x80\x9Cgood luck!\xE2\x80\x9D thanks", "Ambar|good luck!");
     FRAMED("text Priya that the parcel arrived and then turn off the lights", "Priya|the parcel arrived");
     FRAMED("could you please msg the team chat: standup moved to 10", "the team chat|standup moved to 10");
+    /* send's kin, more fillers, a filler ending its own sentence, "the" and one word before a mark */
+    FRAMED("I think we should send a text message to Isabelle Gomez: \"where are you?\"", "Isabelle Gomez|where are you?");
+    FRAMED("Hi! fire off the message to Dr. Knutsson saying \"feed the dog\" thanks", "Dr. Knutsson|feed the dog");
+    FRAMED("okay so fire off a text message to Hilda Granados saying mr here", "Hilda Granados|mr here");
+    FRAMED("send out a quick text for Lea: dad is leaving", "Lea|dad is leaving");
+    FRAMED("I was wondering if you could tell Mika that get well soon", "Mika|get well soon");
+    FRAMED("Hi again. Go ahead and send a message to Coach Keane: start without me", "Coach Keane|start without me");
+    FRAMED("Could you please get word to Imran that sorted after work", "Imran|sorted after work");
+    FRAMED("message the plumber saying the door code is 4417", "the plumber|the door code is 4417");
+    FRAMED("time to let the babysitter know bedtime is 8", "the babysitter|bedtime is 8");
+    FRAMED("shoot off the message to Mr. Lord that says flight delayed", "Mr. Lord|flight delayed");
+    /* a request that takes itself back ends the message there (and its negation is the request's) */
+    FRAMED("Send a text message to Gina that says start without me... actually no, don't", "Gina|start without me");
 }
 
 static void test_what_is_never_read(void)
@@ -71,7 +84,10 @@ static void test_what_is_never_read(void)
         "text 'unclosed quote",            /* no recipient, and the quote never closes */
         "message Leo 'hi",                 /* a quote never closed */
         "turn on the lights and text",     /* no frame at the start */
-        "text the kitchen lights off",     /* "the" without a group word */
+        "text the kitchen lights off",     /* "the" without a group word or a mark */
+        "tell the kids dinner is ready",   /* "the" and a word, no mark */
+        "send the photos to Ana",          /* not a message noun */
+        "fire the intern: he is late",     /* a verb of send's kin needs a message noun */
     };
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) FRAMED(none[i], "-");
 }

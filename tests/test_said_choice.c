@@ -319,6 +319,40 @@ static void test_bent_value_said(void)
     CHECK(bent_said(oven, "grill at 200", "mode") == 0);
 }
 
+static int misplaced(nd_json *calls, const nd_json *tools, nd_buf *paths, int *np, void *ctx)
+{
+    (void)ctx;
+    return nd_move_misplaced_choices(calls, tools, paths, np);
+}
+
+/* A choice written into the wrong (optional, free-text) argument moves to its own. */
+static void test_misplaced_choices(void)
+{
+    const char *alarm = "[{\"name\":\"set_alarm\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                        "\"time\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"},"
+                        "\"days\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"Monday\",\"Saturday\"]}},"
+                        "\"tone\":{\"type\":\"string\",\"enum\":[\"chime\",\"bell\"]}},\"required\":[\"time\"]}}]";
+    const char *got = repair_apply(alarm, "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:20\",\"label\":\"saturday\"}}]",
+                                   misplaced, NULL);
+    CHECKF(!strcmp(got, "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:20\",\"days\":[\"Saturday\"]}}]|[\"set_alarm.days\"]"),
+           "%s", got);
+    got = repair_apply(alarm, "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:20\",\"label\":\"Bell\"}}]", misplaced, NULL);
+    CHECKF(!strcmp(got, "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:20\",\"tone\":\"bell\"}}]|[\"set_alarm.tone\"]"),
+           "%s", got);
+    /* left alone: the choice's argument already there, a value that is not a whole choice, a required argument */
+    const char *same[] = {
+        "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:20\",\"label\":\"Monday\",\"days\":[\"Saturday\"]}}]",
+        "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"06:20\",\"label\":\"Saturday run\"}}]",
+        "[{\"name\":\"set_alarm\",\"arguments\":{\"time\":\"Monday\"}}]",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        char want[512];
+        snprintf(want, sizeof want, "%s|[]", same[i]);
+        got = repair_apply(alarm, same[i], misplaced, NULL);
+        CHECKF(!strcmp(got, want), "%s -> %s", same[i], got);
+    }
+}
+
 int main(void)
 {
     RUN(test_choices_said_are_added);
@@ -330,5 +364,6 @@ int main(void)
     RUN(test_currency_said_by_symbol);
     RUN(test_currency_outside_the_enum);
     RUN(test_bent_value_said);
+    RUN(test_misplaced_choices);
     return check_summary();
 }

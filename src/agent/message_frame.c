@@ -110,17 +110,18 @@ static int recipient_at(const char *t, size_t len, size_t i, recipient *r)
         r->bare_end = r->n > 0 ? r->ends[0] : 0; /* "tell my sister happy birthday" */
         return r->n > 0;
     }
-    if ((e = phrase_at(t, len, i, "the"))) { /* "the carpool group" */
+    if ((e = phrase_at(t, len, i, "the"))) { /* "the plumber", "the carpool group" (a mark must follow) */
         for (int k = 0; k < 3; k++) {
             size_t b = skip_spaces(t, len, e), we = word_end(t, len, b);
             if (!lower_word(t, b, we)) break;
             e = we;
+            if (k == 0) r->ends[r->n++] = we;
             if (k > 0 && any_phrase_at(t, len, b, GROUPS) == we) {
                 r->ends[r->n++] = we;
                 return 1;
             }
         }
-        return 0;
+        return r->n > 0;
     }
     size_t p = i;
     size_t title = any_phrase_at(t, len, i, TITLES);
@@ -149,7 +150,9 @@ static size_t after_mark(const char *t, size_t len, size_t i)
         return i + 3;
     if (opens_quote(t, len, i)) return i;
     static const char *const WORDS[] = {"saying", "that", NULL};
-    size_t e = any_phrase_at(t, len, i, WORDS);
+    static const char *const SAYS[] = {"says", "reads", "said", NULL};
+    size_t e = any_phrase_at(t, len, i, WORDS), x;
+    if (e && (x = any_phrase_at(t, len, skip_spaces(t, len, e), SAYS))) e = x; /* "that says ..." */
     if (e && e < len && t[e] == ':') e++;
     return e;
 }
@@ -173,18 +176,34 @@ static size_t bare_text(const char *t, size_t len, size_t i)
 
 /* The recipient and where the text starts, for the frame at t[i] (after the
  * fillers); 0 when none fits. */
+/* Where "send a text to" and its kin end at t[i], or 0:
+ *   (send|shoot|fire) [off|out] [a|an|the] [quick] (text message|text|message|msg|sms) (to|for) */
+static size_t send_to_at(const char *t, size_t len, size_t i)
+{
+    static const char *const VERBS[] = {"send", "shoot", "fire", NULL};
+    static const char *const PARTICLES[] = {"off", "out", NULL};
+    static const char *const ARTICLES[] = {"a", "an", "the", NULL};
+    static const char *const NOUNS[] = {"text message", "text", "message", "msg", "sms", NULL};
+    static const char *const TO[] = {"to", "for", NULL};
+    size_t e = any_phrase_at(t, len, i, VERBS), x;
+    if (!e) return 0;
+    if ((x = any_phrase_at(t, len, skip_spaces(t, len, e), PARTICLES))) e = x;
+    if ((x = any_phrase_at(t, len, skip_spaces(t, len, e), ARTICLES))) e = x;
+    if ((x = phrase_at(t, len, skip_spaces(t, len, e), "quick"))) e = x;
+    if (!(e = any_phrase_at(t, len, skip_spaces(t, len, e), NOUNS))) return 0;
+    return any_phrase_at(t, len, skip_spaces(t, len, e), TO);
+}
+
 static int read_frame(const char *t, size_t len, size_t i, size_t *r0, size_t *r1, size_t *text)
 {
     static const char *const BARE_VERBS[] = {"text", "txt", "msg", "message", "tell", NULL};
-    static const char *const MARK_VERBS[] = {"sms", "ping", "write to", "drop a line to", NULL};
-    static const char *const SEND_TO[] = {"send a text to", "send a message to", "send a msg to", "send text to",
-                                          "send message to", "shoot a text to", "shoot a message to",
-                                          "send an sms to", NULL};
-    static const char *const A_MESSAGE[] = {"a text", "a message", "a msg", "a quick text", "a quick message", NULL};
+    static const char *const MARK_VERBS[] = {"sms", "ping", "write to", "drop a line to", "get word to", NULL};
+    static const char *const A_MESSAGE[] = {"a text", "a message", "a msg", "a quick text", "a quick message",
+                                            "a text message", NULL};
     recipient r;
     size_t e;
     int bare_verb = 0, let = 0, send = 0;
-    if ((e = any_phrase_at(t, len, i, SEND_TO)) || (e = any_phrase_at(t, len, i, MARK_VERBS))) {
+    if ((e = send_to_at(t, len, i)) || (e = any_phrase_at(t, len, i, MARK_VERBS))) {
     } else if ((e = any_phrase_at(t, len, i, BARE_VERBS))) {
         bare_verb = 1;
     } else if ((e = phrase_at(t, len, i, "let"))) {
@@ -270,18 +289,31 @@ typedef struct {
     char *who, *message;
 } frame;
 
+/* A filler ending a sentence of its own ("Hi again. Go ahead and ..."): where it ends, or 0. */
+static size_t filler_before_stop(const char *t, size_t len, size_t i, const char *const *list)
+{
+    for (const char *const *p = list; *p; p++) {
+        size_t n = strlen(*p);
+        if (i + n < len && !strncasecmp(t + i, *p, n) && t[i + n] == '.') return i + n;
+    }
+    return 0;
+}
+
 static int read_message_frame(const nd_json *tools, const char *request, frame *f)
 {
     static const char *const FILLERS[] = {
         "could you please", "can you please", "would you please", "can you", "could you", "would you",
         "i need you to", "i want you to", "go ahead and", "quick one", "please", "pls", "plz", "kindly", "hey",
-        "hi", "hello", "ok", "okay", "so", "oh", "um", "uh", "yo", "right", "alright", "also", "and", NULL};
+        "hi", "hello", "ok", "okay", "so", "oh", "um", "uh", "yo", "right", "alright", "also", "and",
+        "i think we should", "i was wondering if you could", "i'd love it if you could", "i'd like you to",
+        "i would like you to", "time to", "don't forget to", "remember to", "again", "when you get a chance",
+        NULL};
     memset(f, 0, sizeof *f);
     if (!request || !messaging_tool(tools, &f->tool, &f->person_key, &f->text_key, &f->text_first)) return 0;
     size_t len = strlen(request), i = skip_spaces(request, len, 0), e;
-    while ((e = any_phrase_at(request, len, i, FILLERS))) {
+    while ((e = any_phrase_at(request, len, i, FILLERS)) || (e = filler_before_stop(request, len, i, FILLERS))) {
         i = e;
-        while (i < len && (is_space(request[i]) || strchr(",!:", request[i]))) i++;
+        while (i < len && (is_space(request[i]) || strchr(",!:.", request[i]))) i++;
     }
     size_t r0, r1, s;
     if (!read_frame(request, len, i, &r0, &r1, &s)) return 0;

@@ -9,18 +9,23 @@
  * call it spells out (the session decides when: session.c):
  *
  *   [FILLER...] VERB RECIPIENT MARK TEXT     text|txt|msg|message|sms|ping|tell
- *                                            write to|drop a line to
- *                                            send|shoot a text|message|msg to
+ *                                            write to|drop a line to|get word to
+ *                                            send|shoot|fire [off|out] [a|an|the]
+ *                                            [quick] text message|text|message|
+ *                                            msg|sms to|for
  *   [FILLER...] send RECIPIENT a text|message|msg MARK TEXT
  *   [FILLER...] let RECIPIENT know [that] TEXT
  *
  *   FILLER     hey, hi, ok, so, please, pls, can you, could you, would you,
- *              i need you to, go ahead and, quick one, ... (and , ! : after them)
+ *              i need you to, go ahead and, quick one, i was wondering if you
+ *              could, i think we should, time to, don't forget to, again, ...
+ *              (and , ! : . after them)
  *   RECIPIENT  one to three name words (a capital or a non-ASCII letter
  *              first; never "I", "I'm", ...) after an optional title (Dr.,
  *              Mr., Mrs., Ms., Prof., Aunt, Uncle, Coach); "my" and one or two
- *              lower-case words; "the" and one or two lower-case words ending
- *              in group, team, chat, channel, crew or family; or a family
+ *              lower-case words; "the" and one lower-case word ("the
+ *              plumber": a mark must follow), or one or two ending in group,
+ *              team, chat, channel, crew or family; or a family
  *              word (mom, mum, dad, grandma, ...).  Never a pronoun.
  *   MARK       ':', '-', "that", "saying" or an opening quotation mark; after
  *              a name, a family word or "my W" with VERB text, txt, msg,

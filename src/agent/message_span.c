@@ -109,12 +109,23 @@ static int quoted_span(const char *text, size_t len, size_t at, size_t end, size
 
 /* ------------------------------------------------------------ the end of an unquoted message */
 
-/* The words that end a message: a second request begins ("and then", ...). */
+/* The words that end a message: a second request begins ("and then", ...),
+ * or the request takes itself back ("... actually no, don't": the negation
+ * is then the request's, not the message's). */
 static size_t second_request_at(const char *text, size_t len, size_t from)
 {
     static const char *const JOINS[] = {"then", "also", "plus", NULL};
+    static const char *const TAKEN_BACK[] = {"actually no", "actually, no", "actually don't", "actually, don't",
+                                             "never mind", "nevermind", "scratch that", "on second thought",
+                                             "wait, no", "wait no", NULL};
     for (size_t k = from; k < len; k++) {
         if (text[k] == ';') return k;
+        for (const char *const *b = TAKEN_BACK; *b; b++)
+            if (k > from && word_at(text, len, k, *b)) {
+                size_t e = k;
+                while (e > from && (is_space(text[e - 1]) || text[e - 1] == ',' || text[e - 1] == '.')) e--;
+                return e;
+            }
         for (const char *const *j = JOINS; *j; j++)
             if (k > from && word_at(text, len, k, *j)) {
                 /* "and then", "and also": the message ends before "and" */

@@ -502,3 +502,60 @@ int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *r
     if (!schema || !nd_json_get(schema, "enum")) return 0; /* only a choice is said as itself */
     return nd_choice_said(request, value->str, value->len) > 0;
 }
+
+/* ------------------------------------------------------------------ a choice in the wrong argument */
+
+/* The value of the enum e (or of e's array items) equal to s[0, n) with ASCII case ignored, or NULL. */
+static const nd_json *enum_value_like(const nd_json *schema, const char *s, size_t n, int *array)
+{
+    const nd_json *t = nd_json_get(schema, "type");
+    *array = t && t->type == ND_JSON_STRING && !strcmp(t->str, "array");
+    const nd_json *e = nd_json_get(*array ? nd_json_get(schema, "items") : schema, "enum");
+    for (size_t i = 0; e && e->type == ND_JSON_ARRAY && i < e->count; i++) {
+        const nd_json *v = &e->items[i];
+        if (v->type == ND_JSON_STRING && v->len == n && !memchr(v->str, 0, n) && !strncasecmp(v->str, s, n)) return v;
+    }
+    return NULL;
+}
+
+int nd_move_misplaced_choices(nd_json *calls, const nd_json *tools, nd_buf *paths, int *n_paths)
+{
+    int moved = 0;
+    for (size_t c = 0; calls && calls->type == ND_JSON_ARRAY && c < calls->count; c++) {
+        nd_one_call one;
+        if (!nd_repair_call_at(calls, c, tools, &one)) continue;
+        for (size_t k = 0; k < one.args->count; k++) {
+            const char *key = one.args->keys[k];
+            const nd_json *v = &one.args->items[k];
+            if (v->type != ND_JSON_STRING || memchr(key, 0, one.args->key_lens[k]) || nd_schema_required(one.params, key) ||
+                !nd_free_string_schema(nd_json_get(one.props, key)))
+                continue;
+            for (size_t p = 0; p < one.props->count; p++) {
+                const char *other = one.props->keys[p];
+                int array = 0;
+                const nd_json *choice = enum_value_like(&one.props->items[p], v->str, v->len, &array);
+                if (!choice || !strcmp(other, key) || memchr(other, 0, one.props->key_lens[p]) || nd_json_get(one.args, other))
+                    continue;
+                nd_buf text;
+                nd_buf_init(&text);
+                if (array) nd_buf_putc(&text, '[');
+                nd_json_write(&text, choice, 0);
+                if (array) nd_buf_putc(&text, ']');
+                char *name = strdup(other);
+                int rc = text.oom || !name ? -1 : nd_object_put_json(one.args, other, text.data, text.len);
+                nd_buf_free(&text);
+                if (rc) {
+                    free(name);
+                    return -1;
+                }
+                nd_json_object_remove(one.args, k); /* the other member was appended after it */
+                nd_repair_note(paths, n_paths, one.tool, name);
+                free(name);
+                moved++;
+                k--; /* member k is the next one now */
+                break;
+            }
+        }
+    }
+    return paths->oom ? -1 : moved;
+}

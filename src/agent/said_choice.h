@@ -97,4 +97,15 @@ int nd_currency_outside(nd_json *calls, const nd_json *tools, const char *reques
  * number), and for a number, the request says no "minus" or "negative" (the
  * model reached for the sign of "minus 20"); else 0. */
 int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *request, const char *path);
+
+/* A choice written into the wrong argument: "I need to be up at 6:20 on
+ * Saturday" -> set_alarm {"time": "06:20", "label": "Saturday"} where "days"
+ * is a list of weekdays.  In every call, an optional free-text argument
+ * (nd_free_string_schema) whose whole value is, ASCII case ignored, a value of
+ * the enum of another argument the call leaves out (or of the enum of its
+ * array's items) moves there, in the enum's spelling (a list of one for an
+ * array): {"time": "06:20", "days": ["Saturday"]}.  Each argument written is
+ * listed in *paths as "tool.key" (repair.h).  Returns how many moved, or -1
+ * when out of memory. */
+int nd_move_misplaced_choices(nd_json *calls, const nd_json *tools, nd_buf *paths, int *n_paths);
 #endif

@@ -730,7 +730,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int p = mf < 0 ? -1 : nd_complete_place_names(calls, s->tools, s->last_request, &completed, &n_completed);
                 int l = p < 0 ? -1 : nd_fix_said_label(calls, s->tools, s->last_request, &completed, &n_completed);
                 int b = l < 0 ? -1 : nd_add_said_choices(calls, s->tools, s->last_request, &completed, &n_completed);
-                int li = b < 0 ? -1 : nd_fix_said_lists(calls, s->tools, s->last_request, &completed, &n_completed);
+                /* a choice written into the wrong argument moves to its own (said_choice.h) */
+                int mc = b < 0 ? -1 : nd_move_misplaced_choices(calls, s->tools, &completed, &n_completed);
+                int li = mc < 0 ? -1 : nd_fix_said_lists(calls, s->tools, s->last_request, &completed, &n_completed);
                 int f = li < 0 ? -1 : nd_fix_said_flags(calls, s->tools, s->last_request, &completed, &n_completed);
                 int u = f < 0 ? -1 : nd_fix_said_units(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* an optional choice the request never says is dropped (said_choice.h) */
@@ -765,10 +767,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                 int dec = q < 0 || col < 0 || cho < 0 ? -1 : nd_fix_said_decimal(calls, s->tools, s->last_request, &completed, &n_completed);
                 /* the date said, written or added (said_date.h) */
                 int e = dec < 0 ? -1 : nd_fix_said_date(calls, s->tools, s->last_request, s->system, &completed, &n_completed);
-                changed = a < 0 || t < 0 || mf < 0 || p < 0 || l < 0 || b < 0 || li < 0 || f < 0 || u < 0 || un < 0 || ul < 0 ||
-                                  b2 < 0 || c < 0 || q < 0 || dec < 0 || e < 0
+                changed = a < 0 || t < 0 || mf < 0 || p < 0 || l < 0 || b < 0 || mc < 0 || li < 0 || f < 0 || u < 0 || un < 0 ||
+                                  ul < 0 || b2 < 0 || c < 0 || q < 0 || dec < 0 || e < 0
                               ? -1
-                              : near + a + t + mf + p + l + b + li + f + u + un + ul + b2 + c + q + dec + e;
+                              : near + a + t + mf + p + l + b + mc + li + f + u + un + ul + b2 + c + q + dec + e;
             }
             const char *request = kind == ND_TURN_TOOL_RESULT ? NULL : s->last_request;
             nd_grounding_free(&g);
