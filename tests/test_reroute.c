@@ -53,10 +53,19 @@ static void test_what_names_no_other_tool(void)
     REROUTES(LIGHTS, "Reno lights off, heating on", "");   /* "heat": the same */
     REROUTES(LIGHTS, "Reno lights off", "");
     REROUTES(LIGHTS, "Reno lights red", "");                /* set_lights' own choice */
-    /* two calls, no call */
+}
+
+/* Every called tool is left out, and its choices and messages with it (the session asks only for an
+ * answer of one call, no call, or calls withheld as placeholders); with no call, every tool may be named. */
+static void test_several_calls_and_none(void)
+{
     REROUTES("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"Reno\",\"on\":false}},"
-             "{\"name\":\"set_lights\",\"arguments\":{\"room\":\"hall\",\"on\":false}}]", "Reno in fahrenheit", "");
-    REROUTES("[]", "Reno in fahrenheit", "");
+             "{\"name\":\"send_message\",\"arguments\":{\"recipient\":\"Al\",\"text\":\"hi\"}}]",
+             "Reno in fahrenheit", "set_thermostat,get_weather");
+    REROUTES("[{\"name\":\"set_lights\",\"arguments\":{\"room\":\"Reno\",\"on\":false}},"
+             "{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Reno\"}}]", "Reno in fahrenheit", "");
+    REROUTES("[]", "Reno in fahrenheit", "set_thermostat,get_weather");
+    REROUTES("[]", "Reno, please", "");
 }
 
 /* The bundled model answers "temperature in Reno in fahrenheit" with set_lights: asked again with
@@ -73,12 +82,22 @@ static void test_bundled_model(void)
     env = first_envelope(so, "temperature in Reno in fahrenheit");
     CHECKF(env && !strstr(env, "get_weather") && strstr(env, "\"asked_again\":false"), "%s", env ? env : "(none)");
     needle_free(env);
+    /* answered with a message to a placeholder (withheld): asked again with the tools that take fahrenheit */
+    so.ask_again = 0;
+    so.system = "date: 2026-09-08 (Tuesday)";
+    env = first_envelope(so, "forecast for Wellington tomorrow in fahrenheit");
+    CHECKF(env && strstr(env, "\"function_calls\":[{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Wellington\","
+                              "\"date\":\"2026-09-09\",\"unit\":\"fahrenheit\"}}]") &&
+               strstr(env, "\"missing\":[]") && strstr(env, "\"suppressed_calls\":[]"),
+           "%s", env ? env : "(none)");
+    needle_free(env);
 }
 
 int main(void)
 {
     RUN(test_the_tools_named);
     RUN(test_what_names_no_other_tool);
+    RUN(test_several_calls_and_none);
     RUN(test_bundled_model);
     return check_summary();
 }

@@ -206,3 +206,18 @@ int nd_answer_leaning(needle_session *s, const char *request, int max_new_tokens
     nd_session_free(scratch);
     return rc ? rc : taken;
 }
+
+int nd_request_names_a_called_tool(const nd_json *calls, const nd_json *tools, const char *request)
+{
+    if (!calls || calls->type != ND_JSON_ARRAY || !request) return 0;
+    char (*rw)[16] = malloc(sizeof(char[16]) * MAX_WORDS);
+    if (!rw) return -1;
+    int n = nd_lower_words(request, rw, NULL, MAX_WORDS), named = 0;
+    for (size_t c = 0; c < calls->count && !named; c++) {
+        const nd_json *name = nd_json_get(&calls->items[c], "name");
+        const nd_json *tool = name && name->type == ND_JSON_STRING ? nd_tool_named(tools, name->str) : NULL;
+        named = tool && tool_shares_word(tool, name->str, (const char(*)[16])rw, n, 1);
+    }
+    free(rw);
+    return named;
+}

@@ -38,6 +38,11 @@
  * level 1; the grounding checks let "a" and "an" ground a 1).  1 when one is there, 0 when none, -1 when out of memory. */
 int nd_made_up_call(const nd_json *calls, const nd_json *tools, const char *request);
 
+/* Does the request name the tool of one of the calls (a word of its name,
+ * description, argument names or choices, as nd_made_up_call reads it)?  1,
+ * 0, or -1 when out of memory. */
+int nd_request_names_a_called_tool(const nd_json *calls, const nd_json *tools, const char *request);
+
 /* Answer request with a call as described above.  Returns 1 with
  * out->calls, out->completed and out->confidence filled when the answer is
  * taken, 0 when not, or an error code (out of memory). */

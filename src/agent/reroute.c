@@ -44,15 +44,38 @@ static int inside_values(const nd_json *args, const nd_json *v)
     return 0;
 }
 
-/* Does the request name a choice of this tool's enums that the called tool lacks? 1, 0, -1 out of memory. */
-static int names_choice_of(const nd_json *props, const nd_json *called_props, const nd_json *args, const char *request)
+/* Is tool name[0, n) one of the calls'? */
+static int called(const nd_json *calls, const nd_json *name)
+{
+    for (size_t c = 0; c < calls->count; c++) {
+        const nd_json *cn = nd_json_get(&calls->items[c], "name");
+        if (cn && cn->type == ND_JSON_STRING && nd_json_equal(cn, name)) return 1;
+    }
+    return 0;
+}
+
+/* Is the choice v a choice of a called tool, or spoken of in a call's message? */
+static int choice_of_the_calls(const nd_json *calls, const nd_json *tools, const nd_json *v)
+{
+    for (size_t c = 0; c < calls->count; c++) {
+        const nd_json *cn = nd_json_get(&calls->items[c], "name");
+        const nd_json *params = cn && cn->type == ND_JSON_STRING ? nd_tool_parameters(tools, cn->str) : NULL;
+        if (in_some_enum(params ? nd_json_get(params, "properties") : NULL, v) ||
+            inside_values(nd_json_get(&calls->items[c], "arguments"), v))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does the request name a choice of this tool's enums that no called tool has? 1, 0, -1 out of memory. */
+static int names_choice_of(const nd_json *props, const nd_json *calls, const nd_json *tools, const char *request)
 {
     for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++) {
         const nd_json *e = nd_json_get(&props->items[k], "enum");
         for (size_t i = 0; e && e->type == ND_JSON_ARRAY && i < e->count; i++) {
             const nd_json *v = &e->items[i];
             if (v->type != ND_JSON_STRING || v->len < 5 || memchr(v->str, 0, v->len)) continue; /* not "cool", "auto" */
-            if (in_some_enum(called_props, v) || inside_values(args, v)) continue;
+            if (choice_of_the_calls(calls, tools, v)) continue;
             int said = nd_choice_said(request, v->str, v->len);
             if (said) return said;
         }
@@ -63,21 +86,15 @@ static int names_choice_of(const nd_json *props, const nd_json *called_props, co
 int nd_reroute_tools(const nd_json *calls, const nd_json *tools, const char *request, nd_json **out)
 {
     *out = NULL;
-    if (!calls || calls->type != ND_JSON_ARRAY || calls->count != 1 || !tools || tools->type != ND_JSON_ARRAY || !request)
-        return 0;
-    const nd_json *name = nd_json_get(&calls->items[0], "name");
-    const nd_json *args = nd_json_get(&calls->items[0], "arguments");
-    if (!name || name->type != ND_JSON_STRING) return 0;
-    const nd_json *called = nd_tool_parameters(tools, name->str);
-    const nd_json *called_props = called ? nd_json_get(called, "properties") : NULL;
+    if (!calls || calls->type != ND_JSON_ARRAY || !tools || tools->type != ND_JSON_ARRAY || !request) return 0;
     nd_buf text;
     nd_buf_init(&text);
     int n = 0, rc = 0;
     for (size_t t = 0; t < tools->count && rc >= 0; t++) {
         const nd_json *tn = decl_name(&tools->items[t]);
-        if (!tn || (tn->len == name->len && !memcmp(tn->str, name->str, tn->len)) || memchr(tn->str, 0, tn->len)) continue;
+        if (!tn || called(calls, tn) || memchr(tn->str, 0, tn->len)) continue;
         const nd_json *params = nd_tool_parameters(tools, tn->str);
-        int named = names_choice_of(params ? nd_json_get(params, "properties") : NULL, called_props, args, request);
+        int named = names_choice_of(params ? nd_json_get(params, "properties") : NULL, calls, tools, request);
         if (named < 0) rc = -1;
         if (named <= 0) continue;
         nd_buf_putc(&text, n++ ? ',' : '[');

@@ -691,7 +691,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
     int n_unused = 0;
     nd_split_answer split; /* the request answered in two parts (split_turn.h) */
     nd_split_answer_init(&split);
-    int split_taken = 0, asked_again = 0, leaned = 0, framed = 0;
+    int split_taken = 0, asked_again = 0, leaned = 0, framed = 0, rerouted = 0;
     nd_buf framed_completed; /* the two arguments a messaging frame gave (message_frame.h) */
     nd_buf_init(&framed_completed);
     const char *suppressed = NULL;
@@ -864,12 +864,26 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             }
             /* the answer, first or second, one call to a tool while the request names
              * another tool's choice: asked again with those tools alone (reroute.h) */
-            if (second_look && taken >= 0 && !split_taken && !suppressed && s->ask_again) {
+            /* (calls withheld as placeholders count as no call: the model reached for a tool it had no values for) */
+            int placeholders_only = suppressed && g.n_missing && !g.n_out_of_schema && n_unused <= 0 && !(s->strict && flagged);
+            if ((second_look || (first_turn && kind == ND_TURN_USER && placeholders_only && !g.negation)) && taken >= 0 &&
+                !split_taken && (!suppressed || placeholders_only) && s->ask_again) {
                 nd_json *now = NULL;
                 needle_error jerr;
-                if (nd_json_parse(r.calls.data ? r.calls.data : "[]", r.calls.len, NULL, &now, &jerr) == 0) {
-                    int again = nd_answer_rerouted(s, s->last_request, now, max_new, &split, err);
+                /* (withheld calls still name the tools the model reached for: those are not asked) */
+                const char *answer = suppressed ? suppressed : r.calls.data ? r.calls.data : "[]";
+                size_t answer_len = suppressed ? strlen(suppressed) : r.calls.data ? r.calls.len : 2;
+                if (nd_json_parse(answer, answer_len, NULL, &now, &jerr) == 0) {
+                    /* (placeholders for a tool the request names: the values were not given, and
+                     * no other tool is asked: "add Heroes to a playlist") */
+                    int named = suppressed ? nd_request_names_a_called_tool(now, s->tools, s->last_request) : 0;
+                    int again = named < 0 ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again")
+                                : now->type == ND_JSON_ARRAY && (now->count == 1 || suppressed) && !named
+                                    ? nd_answer_rerouted(s, s->last_request, now, max_new, &split, err)
+                                    : 0;
                     if (again > 0) {
+                        rerouted = 1;
+                        suppressed = NULL;
                         r.calls.len = 0;
                         nd_buf_append(&r.calls, split.calls.data, split.calls.len);
                         confidence = split.confidence;
@@ -933,7 +947,7 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
         .ungrounded = (split_taken && !split.keeps_whole) || asked_again || leaned || framed > 0 ? "[]" : g.ungrounded.data,
         .negation = framed > 0 ? 0 : g.negation,
         .out_of_schema = g.out_of_schema.data,
-        .missing = framed > 0 ? "[]" : g.missing.data,
+        .missing = framed > 0 || rerouted ? "[]" : g.missing.data,
         .unused_numbers = framed > 0 || n_unused <= 0 ? "[]" : unused.data,
         .completed = framed > 0 ? framed_completed.data : split_taken || asked_again || leaned ? split.completed.data : completed.data,
         .split = split_taken ? split.parts.data : NULL,
