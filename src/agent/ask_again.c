@@ -223,6 +223,19 @@ int nd_take_scratch_answer(const needle_session *s, const nd_json *env, nd_split
     return 0;
 }
 
+int nd_take_scratch_if(const needle_session *s, nd_json *env, int sign, int rc, nd_split_answer *out,
+                       needle_error *err)
+{
+    int taken = 0;
+    if (sign < 0 && !rc) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering again");
+    if (env && !sign && !rc) {
+        rc = nd_take_scratch_answer(s, env, out, err);
+        taken = !rc;
+    }
+    nd_json_free(env);
+    return rc ? rc : taken;
+}
+
 int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, nd_split_answer *out,
                     needle_error *err)
 {
@@ -231,11 +244,7 @@ int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, 
     int rc = nd_scratch_open(s, max_new_tokens, &scratch, err), taken = 0;
     if (rc) return rc == NEEDLE_ENOMEM ? rc : 0;
     nd_json *env = nd_scratch_answer_again(scratch, s->tools, request, max_new_tokens, &rc, err);
-    if (env && !rc) {
-        rc = nd_take_scratch_answer(s, env, out, err);
-        taken = !rc;
-    }
-    nd_json_free(env);
+    taken = nd_take_scratch_if(s, env, 0, rc, out, err);
     nd_session_free(scratch);
-    return rc ? rc : taken;
+    return taken;
 }

@@ -58,6 +58,13 @@ int nd_answer_again(needle_session *s, const char *request, int max_new_tokens, 
  * validation.completed and confidence into out.  0 or NEEDLE_ENOMEM. */
 int nd_take_scratch_answer(const needle_session *s, const nd_json *env, nd_split_answer *out, needle_error *err);
 
+/* The end of every second answer: env (may be NULL; freed here) taken into out
+ * (nd_take_scratch_answer) when it is there, no sign was found (sign 0; -1:
+ * memory ran out finding one) and no error came before (rc).  Returns 1
+ * taken, 0 not, or an error code. */
+int nd_take_scratch_if(const needle_session *s, nd_json *env, int sign, int rc, nd_split_answer *out,
+                       needle_error *err);
+
 /* The signs above, on a parsed call list for request: 1 when one is there
  * (the answer is not taken), 0 when none, -1 when out of memory. */
 int nd_refusal_signs(const nd_json *calls, const nd_json *tools, const char *request);

@@ -197,14 +197,9 @@ int nd_answer_leaning(needle_session *s, const char *request, int max_new_tokens
         int said = flags_said(calls, request);
         sign = said < 0 ? -1 : !said;
     }
-    if (sign < 0 && !rc) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering with a call");
-    if (env && !sign && !rc) {
-        rc = nd_take_scratch_answer(s, env, out, err);
-        taken = !rc;
-    }
-    nd_json_free(env);
+    taken = nd_take_scratch_if(s, env, sign, rc, out, err);
     nd_session_free(scratch);
-    return rc ? rc : taken;
+    return taken;
 }
 
 int nd_request_names_a_called_tool(const nd_json *calls, const nd_json *tools, const char *request)

@@ -129,12 +129,7 @@ int nd_answer_rerouted(needle_session *s, const char *request, const nd_json *ca
     const nd_json *again = nd_json_get(env, "function_calls");
     int bad = env ? nd_refusal_signs(again, s->tools, request) : 1;
     if (!bad) bad = nd_made_up_call(again, s->tools, request);
-    if (bad < 0 && !rc) rc = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory answering again");
-    if (env && !bad && !rc) {
-        rc = nd_take_scratch_answer(s, env, out, err);
-        taken = !rc;
-    }
-    nd_json_free(env);
+    taken = nd_take_scratch_if(s, env, bad, rc, out, err);
     nd_session_free(scratch);
-    return rc ? rc : taken;
+    return taken;
 }
