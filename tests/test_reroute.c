@@ -6,15 +6,22 @@
 #include "agent/reroute.h"
 #include "repair_check.h"
 
-/* The names of the tools the sign gives, comma-separated ("" none, "(error)"). */
+static const char *rerouted_under(const char *tools_json, const char *calls_json, const char *request);
+
+/* The names of the tools the sign gives under the demo tools, comma-separated ("" none, "(error)"). */
 static const char *rerouted(const char *calls_json, const char *request)
+{
+    return rerouted_under(demo_tools(), calls_json, request);
+}
+
+static const char *rerouted_under(const char *tools_json, const char *calls_json, const char *request)
 {
     static char out[256];
     nd_json *calls = NULL, *tools = NULL, *subset = NULL;
     needle_error err;
     snprintf(out, sizeof out, "(error)");
     if (nd_json_parse(calls_json, strlen(calls_json), NULL, &calls, &err) == 0 &&
-        nd_json_parse(demo_tools(), strlen(demo_tools()), NULL, &tools, &err) == 0) {
+        nd_json_parse(tools_json, strlen(tools_json), NULL, &tools, &err) == 0) {
         int r = nd_reroute_tools(calls, tools, request, &subset);
         out[0] = '\0';
         for (size_t i = 0; r > 0 && subset && i < subset->count; i++) {
@@ -52,6 +59,18 @@ static void test_what_names_no_other_tool(void)
     REROUTES(LIGHTS, "Reno lights off, it is cool", "");   /* "cool": a choice of four letters, said for another reason */
     REROUTES(LIGHTS, "Reno lights off, heating on", "");   /* "heat": the same */
     REROUTES(LIGHTS, "Reno lights off", "");
+    /* a word of the called tool's own (its name, description or argument names): "track" and "playlist"
+     * are add_to_playlist's arguments before they are play_media's choices */
+    const char *media = "[{\"name\":\"add_to_playlist\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                        "\"track\":{\"type\":\"string\"},\"playlist\":{\"type\":\"string\"}}}},"
+                        "{\"name\":\"play_media\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                        "\"query\":{\"type\":\"string\"},\"type\":{\"type\":\"string\",\"enum\":[\"track\","
+                        "\"playlist\",\"album\"]}}}}]";
+    const char *add = "[{\"name\":\"add_to_playlist\",\"arguments\":{\"track\":\"Golden Mirror\",\"playlist\":\"Road\"}}]";
+    const char *got = rerouted_under(media, add, "put the track Golden Mirror to my Road playlist");
+    CHECKF(!strcmp(got, ""), "%s", got);
+    got = rerouted_under(media, add, "play the album Golden Mirror");
+    CHECKF(!strcmp(got, "play_media"), "%s", got);
     REROUTES(LIGHTS, "Reno lights red", "");                /* set_lights' own choice */
 }
 

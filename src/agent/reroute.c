@@ -8,6 +8,7 @@
 #include "agent/grounding.h"
 #include "agent/lean_call.h"
 #include "agent/said_choice.h"
+#include "agent/said_number.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "text/chat.h"
@@ -54,13 +55,49 @@ static int called(const nd_json *calls, const nd_json *name)
     return 0;
 }
 
-/* Is the choice v a choice of a called tool, or spoken of in a call's message? */
+/* Is the word w (lowered) one of text's words ('_' a space)? */
+static int word_of(const char *text, size_t len, const char *w)
+{
+    char *t = malloc(len + 1);
+    char (*words)[16] = malloc(sizeof(char[16]) * 64);
+    int hit = 0;
+    if (t && words) {
+        for (size_t i = 0; i < len; i++) t[i] = text[i] == '_' ? ' ' : text[i];
+        t[len] = '\0';
+        int n = nd_lower_words(t, words, NULL, 64);
+        for (int i = 0; i < n && !hit; i++) hit = !strcmp(words[i], w);
+    }
+    free(t);
+    free(words);
+    return hit;
+}
+
+/* Is the choice v a word of the called tool itself: of its name, description
+ * or argument names ("track" and "playlist" for add_to_playlist's track and
+ * playlist)?  Then the request's word is that tool's, not the other's choice. */
+static int word_of_tool(const nd_json *tool, const char *name, const nd_json *v)
+{
+    char w[16];
+    if (v->len >= sizeof w) return 0; /* longer than any word read */
+    for (size_t i = 0; i < v->len; i++) w[i] = (char)(v->str[i] >= 'A' && v->str[i] <= 'Z' ? v->str[i] + 32 : v->str[i]);
+    w[v->len] = '\0';
+    if (word_of(name, strlen(name), w)) return 1;
+    const nd_json *desc = nd_json_get(tool, "description");
+    if (desc && desc->type == ND_JSON_STRING && word_of(desc->str, desc->len, w)) return 1;
+    const nd_json *props = nd_json_get(nd_json_get(tool, "parameters"), "properties");
+    for (size_t k = 0; props && props->type == ND_JSON_OBJECT && k < props->count; k++)
+        if (word_of(props->keys[k], props->key_lens[k], w)) return 1;
+    return 0;
+}
+
+/* Is the choice v a choice or a word of a called tool, or spoken of in a call's message? */
 static int choice_of_the_calls(const nd_json *calls, const nd_json *tools, const nd_json *v)
 {
     for (size_t c = 0; c < calls->count; c++) {
         const nd_json *cn = nd_json_get(&calls->items[c], "name");
-        const nd_json *params = cn && cn->type == ND_JSON_STRING ? nd_tool_parameters(tools, cn->str) : NULL;
-        if (in_some_enum(params ? nd_json_get(params, "properties") : NULL, v) ||
+        const nd_json *tool = cn && cn->type == ND_JSON_STRING ? nd_tool_named(tools, cn->str) : NULL;
+        const nd_json *params = tool ? nd_json_get(tool, "parameters") : NULL;
+        if (in_some_enum(params ? nd_json_get(params, "properties") : NULL, v) || (tool && word_of_tool(tool, cn->str, v)) ||
             inside_values(nd_json_get(&calls->items[c], "arguments"), v))
             return 1;
     }
