@@ -163,7 +163,9 @@ class Needle:
         to refuse (True, the default; "validation"."asked_again" says so); still with no call, a
         request in a messaging frame ("text mom that I'll be late") gets the call the frame spells
         out, and one where the model gave a call at least 0.1 of its probability gets that call when
-        the request names the tool and says its values ("validation"."leaned"); False: none of these.
+        the request names the tool and says its values ("validation"."leaned"); one answered with a
+        call to a tool while it names another tool's choice ("temperature in Reno in fahrenheit") is
+        asked again with those tools alone; False: none of these.
     """
 
     def __init__(self, tools=None, system=None, weights=None, tool_index_path=None, auto_date=True,
