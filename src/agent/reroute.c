@@ -11,15 +11,7 @@
 #include "agent/said_number.h"
 #include "core/buf.h"
 #include "core/error.h"
-#include "text/chat.h"
-
-/* The name of a declaration (plain, or in the OpenAI wrapper), or NULL. */
-static const nd_json *decl_name(const nd_json *decl)
-{
-    const nd_json *fn = nd_json_get(decl, "function");
-    const nd_json *name = nd_json_get(fn && fn->type == ND_JSON_OBJECT ? fn : decl, "name");
-    return name && name->type == ND_JSON_STRING ? name : NULL;
-}
+#include "grammar/schema.h"
 
 /* Is v one of the string values of some enum among props? */
 static int in_some_enum(const nd_json *props, const nd_json *v)
@@ -128,9 +120,9 @@ int nd_reroute_tools(const nd_json *calls, const nd_json *tools, const char *req
     nd_buf_init(&text);
     int n = 0, rc = 0;
     for (size_t t = 0; t < tools->count && rc >= 0; t++) {
-        const nd_json *tn = decl_name(&tools->items[t]);
-        if (!tn || called(calls, tn) || memchr(tn->str, 0, tn->len)) continue;
-        const nd_json *params = nd_tool_parameters(tools, tn->str);
+        const nd_json *decl = nd_tool_declaration(&tools->items[t]); /* plain, or in the OpenAI wrapper */
+        const nd_json *tn = nd_json_get(decl, "name"), *params = nd_json_get(decl, "parameters");
+        if (!tn || tn->type != ND_JSON_STRING || called(calls, tn) || memchr(tn->str, 0, tn->len)) continue;
         int named = names_choice_of(params ? nd_json_get(params, "properties") : NULL, calls, tools, request);
         if (named < 0) rc = -1;
         if (named <= 0) continue;

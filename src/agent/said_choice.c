@@ -366,12 +366,13 @@ static const char *const CURRENCY_NAMES[][2] = {
     {"rupiah", "IDR"},       {"r$", "BRL"}, {"reais", "BRL"}, {"krona", "SEK"}, {"kronor", "SEK"},
     {"krone", "NOK"},        {"peso", "MXN"}, {NULL, NULL}};
 
-static int currency_code(const char *s, size_t n)
+/* The listed code s[0, n) is, or NULL. */
+static const char *currency_code(const char *s, size_t n)
 {
-    if (n != 3) return 0;
+    if (n != 3) return NULL;
     for (const char *const *c = CURRENCY_CODES; *c; c++)
-        if (!memcmp(*c, s, 3)) return 1;
-    return 0;
+        if (!memcmp(*c, s, 3)) return *c;
+    return NULL;
 }
 
 /* Does the enum hold code[0..3)? */
@@ -391,7 +392,7 @@ static int currency_enum(const nd_json *e)
         if (v->type != ND_JSON_STRING || v->len != 3) return 0;
         for (int k = 0; k < 3; k++)
             if (v->str[k] < 'A' || v->str[k] > 'Z') return 0;
-        known += currency_code(v->str, 3);
+        known += currency_code(v->str, 3) != NULL;
     }
     return known >= 2;
 }
@@ -406,9 +407,8 @@ static const char *unlisted_currency(const char *request, const nd_json *e)
     for (size_t i = 0; i + 3 <= len; i++) {
         int before = i > 0 && ((request[i - 1] >= 'A' && request[i - 1] <= 'Z') || (request[i - 1] >= 'a' && request[i - 1] <= 'z'));
         int after = i + 3 < len && ((request[i + 3] >= 'A' && request[i + 3] <= 'Z') || (request[i + 3] >= 'a' && request[i + 3] <= 'z'));
-        if (before || after || !currency_code(request + i, 3)) continue;
-        for (const char *const *c = CURRENCY_CODES; *c; c++)
-            if (!memcmp(*c, request + i, 3) && !enum_has(e, *c)) return *c;
+        const char *code = before || after ? NULL : currency_code(request + i, 3);
+        if (code && !enum_has(e, code)) return code;
     }
     words req;
     if (words_of(&req, request, len)) return NULL;
@@ -468,7 +468,7 @@ int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *r
     const char *dot = path ? strchr(path, '.') : NULL;
     if (!request || !dot || !calls || calls->type != ND_JSON_ARRAY) return 0;
     size_t tool_len = (size_t)(dot - path);
-    const char *key = dot + 1;
+    const char *key = dot + 1, *tool = NULL;
     const nd_json *value = NULL;
     for (size_t c = 0; c < calls->count; c++) {
         const nd_json *name = nd_json_get(&calls->items[c], "name");
@@ -478,6 +478,7 @@ int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *r
         if (!v) continue;
         if (value) return 0; /* two calls bear it: which one was bent is not known */
         value = v;
+        tool = name->str;
     }
     if (!value || uses_of(calls, value) != 1) return 0;
     if (value->type == ND_JSON_NUMBER) {
@@ -492,10 +493,6 @@ int nd_bent_value_said(const nd_json *calls, const nd_json *tools, const char *r
         return among(value->num, said, n);
     }
     if (value->type != ND_JSON_STRING || memchr(value->str, 0, value->len)) return 0;
-    char tool[128];
-    if (tool_len >= sizeof tool) return 0;
-    memcpy(tool, path, tool_len);
-    tool[tool_len] = '\0';
     const nd_json *params = nd_tool_parameters(tools, tool);
     const nd_json *props = params ? nd_json_get(params, "properties") : NULL;
     const nd_json *schema = props ? nd_json_get(props, key) : NULL;
@@ -524,13 +521,16 @@ int nd_move_misplaced_choices(nd_json *calls, const nd_json *tools, nd_buf *path
     for (size_t c = 0; calls && calls->type == ND_JSON_ARRAY && c < calls->count; c++) {
         nd_one_call one;
         if (!nd_repair_call_at(calls, c, tools, &one)) continue;
-        for (size_t k = 0; k < one.args->count; k++) {
+        for (size_t k = 0; k < one.args->count;) {
             const char *key = one.args->keys[k];
             const nd_json *v = &one.args->items[k];
+            int moved_here = 0;
             if (v->type != ND_JSON_STRING || memchr(key, 0, one.args->key_lens[k]) || nd_schema_required(one.params, key) ||
-                !nd_free_string_schema(nd_json_get(one.props, key)))
+                !nd_free_string_schema(nd_json_get(one.props, key))) {
+                k++;
                 continue;
-            for (size_t p = 0; p < one.props->count; p++) {
+            }
+            for (size_t p = 0; p < one.props->count && !moved_here; p++) {
                 const char *other = one.props->keys[p];
                 int array = 0;
                 const nd_json *choice = enum_value_like(&one.props->items[p], v->str, v->len, &array);
@@ -541,20 +541,16 @@ int nd_move_misplaced_choices(nd_json *calls, const nd_json *tools, nd_buf *path
                 if (array) nd_buf_putc(&text, '[');
                 nd_json_write(&text, choice, 0);
                 if (array) nd_buf_putc(&text, ']');
-                char *name = strdup(other);
-                int rc = text.oom || !name ? -1 : nd_object_put_json(one.args, other, text.data, text.len);
+                /* (other is a key of the tool's schema: changing the call's arguments leaves it be) */
+                int rc = text.oom ? -1 : nd_object_put_json(one.args, other, text.data, text.len);
                 nd_buf_free(&text);
-                if (rc) {
-                    free(name);
-                    return -1;
-                }
+                if (rc) return -1;
                 nd_json_object_remove(one.args, k); /* the other member was appended after it */
-                nd_repair_note(paths, n_paths, one.tool, name);
-                free(name);
+                nd_repair_note(paths, n_paths, one.tool, other);
                 moved++;
-                k--; /* member k is the next one now */
-                break;
+                moved_here = 1; /* member k is the next one now */
             }
+            if (!moved_here) k++;
         }
     }
     return paths->oom ? -1 : moved;

@@ -479,6 +479,16 @@ static int validate_text(const char *text, const char *what, needle_error *err)
  * written into calls (replacing what was there) with its two arguments in
  * completed (a JSON list), when the request does not say not to send it.
  * 1 when taken, 0 when not. */
+/* A second answer (parts, asked again, leaned to, rerouted) becomes the turn's:
+ * its calls and confidence.  1, or NEEDLE_ENOMEM. */
+static int take_second_answer(nd_buf *calls, const nd_split_answer *second, double *confidence, needle_error *err)
+{
+    calls->len = 0;
+    nd_buf_append(calls, second->calls.data, second->calls.len);
+    *confidence = second->confidence;
+    return calls->oom ? nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory taking a second answer") : 1;
+}
+
 static int take_message_frame(needle_session *s, nd_buf *calls, nd_buf *completed)
 {
     const char *tool = NULL, *person = NULL, *text = NULL;
@@ -839,8 +849,9 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             /* (calls withheld only for numbers they leave unused still get split: "radio to
              * 95.8 and call Priya" answered with the call alone is answered part by part) */
             int unused_only = suppressed && n_unused > 0 && !g.n_out_of_schema && !g.n_missing && !(s->strict && flagged);
-            int second_look = first_turn && kind == ND_TURN_USER && (!suppressed || unused_only) && !g.negation &&
-                              !runaway_bent[0] && calls->type == ND_JSON_ARRAY;
+            int first_request = first_turn && kind == ND_TURN_USER && !g.negation && !runaway_bent[0] &&
+                                calls->type == ND_JSON_ARRAY;
+            int second_look = first_request && (!suppressed || unused_only);
             int taken = 0;
             if (second_look && s->split && calls->count <= 2) {
                 taken = nd_answer_in_parts(s, s->last_request, calls, completed.data, confidence, max_new, &split, err);
@@ -857,17 +868,13 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
             if (taken > 0) {
                 suppressed = NULL; /* the parts' answer replaces the withheld one */
                 n_unused = 0;
-                r.calls.len = 0;
-                nd_buf_append(&r.calls, split.calls.data, split.calls.len);
-                confidence = split.confidence;
-                if (r.calls.oom) taken = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory taking a second look");
+                taken = take_second_answer(&r.calls, &split, &confidence, err);
             }
             /* the answer, first or second, one call to a tool while the request names
              * another tool's choice: asked again with those tools alone (reroute.h) */
             /* (calls withheld as placeholders count as no call: the model reached for a tool it had no values for) */
             int placeholders_only = suppressed && g.n_missing && !g.n_out_of_schema && n_unused <= 0 && !(s->strict && flagged);
-            if ((second_look || (first_turn && kind == ND_TURN_USER && placeholders_only && !g.negation)) && taken >= 0 &&
-                !split_taken && (!suppressed || placeholders_only) && s->ask_again) {
+            if (first_request && (!suppressed || placeholders_only) && taken >= 0 && !split_taken && s->ask_again) {
                 nd_json *now = NULL;
                 needle_error jerr;
                 /* (withheld calls still name the tools the model reached for: those are not asked) */
@@ -882,14 +889,10 @@ int nd_session_turn(needle_session *s, int kind, const char *text, int max_new_t
                                     ? nd_answer_rerouted(s, s->last_request, now, max_new, &split, err)
                                     : 0;
                     if (again > 0) {
-                        rerouted = 1;
-                        suppressed = NULL;
-                        r.calls.len = 0;
-                        nd_buf_append(&r.calls, split.calls.data, split.calls.len);
-                        confidence = split.confidence;
-                        asked_again = 1;
+                        rerouted = asked_again = 1;
                         leaned = 0;
-                        if (r.calls.oom) again = nd_errorf(err, NEEDLE_ENOMEM, "session: out of memory asking again");
+                        suppressed = NULL;
+                        again = take_second_answer(&r.calls, &split, &confidence, err);
                     }
                     if (again < 0) taken = again;
                 } else if (jerr.code == NEEDLE_ENOMEM) {
